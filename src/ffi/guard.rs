@@ -1,0 +1,73 @@
+//! The one guard around every export: panics and errors become TVM's return codes.
+
+use crate::error::{set_last, set_last_error, Error, Result};
+use std::any::Any;
+use std::ffi::c_int;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    let msg = payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_owned());
+    format!("InternalError: panic inside the TVM runtime: {msg}")
+}
+
+/// Runs `body`: 0 on success, -1 with the last error set on failure or panic, -2 when a
+/// callback reported a pending frontend error (the error slot is left alone).
+#[inline]
+pub fn guard(body: impl FnOnce() -> Result<()>) -> c_int {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => 0,
+        Ok(Err(Error::AlreadySet)) => -2,
+        Ok(Err(e)) => {
+            set_last(&e);
+            -1
+        }
+        Err(payload) => {
+            set_last_error(&panic_message(&*payload));
+            -1
+        }
+    }
+}
+
+/// Like [`guard`] for exports that return a pointer: NULL on failure.
+pub fn guard_ptr<T>(body: impl FnOnce() -> Result<*mut T>) -> *mut T {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(p)) => p,
+        Ok(Err(e)) => {
+            set_last(&e);
+            std::ptr::null_mut()
+        }
+        Err(payload) => {
+            set_last_error(&panic_message(&*payload));
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// For exports without an error channel: runs `body`, swallowing a panic after recording it.
+pub fn guard_void(body: impl FnOnce()) {
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(body)) {
+        set_last_error(&panic_message(&*payload));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::last_error_message;
+
+    #[test]
+    fn codes_and_messages() {
+        assert_eq!(guard(|| Ok(())), 0);
+        assert_eq!(guard(|| Err(Error::value("x"))), -1);
+        assert_eq!(last_error_message(), "ValueError: x");
+        assert_eq!(guard(|| Err(Error::AlreadySet)), -2);
+        assert_eq!(last_error_message(), "ValueError: x");
+        assert_eq!(guard(|| panic!("boom")), -1);
+        assert!(last_error_message().contains("boom"));
+        assert!(guard_ptr::<u8>(|| Err(Error::value("y"))).is_null());
+    }
+}

@@ -1,0 +1,91 @@
+//! Params, module and library-info globals.
+
+use crate::error::{Error, Result};
+use crate::module::{self, Module};
+use crate::ndarray::serialize::{load_params, save_params};
+use crate::object::{index, MapObj, StringObj};
+use crate::registry::Registrar;
+use crate::value::{Args, Value};
+
+fn module_arg(a: &Args<'_>, i: usize) -> Result<Module> {
+    a.module(i)?.ok_or_else(|| Error::value(format!("argument {i}: expected a module, got None")))
+}
+
+pub(super) fn register(r: &mut Registrar<'_>) {
+    r.func("runtime.SaveParams", |a| {
+        a.expect_len("runtime.SaveParams", 1)?;
+        let o = a.object_of(0, index::MAP, "Map")?;
+        let m = o.downcast::<MapObj>().ok_or_else(|| Error::type_error("expected Map"))?;
+        let params = m
+            .entries
+            .values()
+            .map(|(k, v)| {
+                let name = k
+                    .downcast::<StringObj>()
+                    .map(StringObj::to_string_lossy)
+                    .ok_or_else(|| Error::type_error("runtime.SaveParams: keys must be strings"))?;
+                let arr = v
+                    .clone()
+                    .and_then(crate::ndarray::NDArray::from_object)
+                    .ok_or_else(|| Error::type_error(format!("runtime.SaveParams: value of {name} is not an NDArray")))?;
+                Ok((name, arr))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Value::Bytes(save_params(&params)?))
+    });
+    r.func("runtime.LoadParams", |a| {
+        a.expect_len("runtime.LoadParams", 1)?;
+        let params = load_params(&a.bytes(0)?)?;
+        let pairs = params
+            .into_iter()
+            .map(|(n, arr)| (StringObj::new_object(n.as_bytes()), Some(arr.into_object())))
+            .collect();
+        Ok(Value::Object(MapObj::new_object(pairs)))
+    });
+
+    r.func("runtime.ModuleLoadFromFile", |a| {
+        a.expect_at_least("runtime.ModuleLoadFromFile", 1)?;
+        let fmt = if a.len() > 1 { a.string(1)? } else { String::new() };
+        Ok(Value::Module(module::load_from_file(&a.string(0)?, &fmt)?))
+    });
+    r.func("runtime.ModuleGetTypeKey", |a| {
+        a.expect_len("runtime.ModuleGetTypeKey", 1)?;
+        Ok(Value::Str(module_arg(a, 0)?.type_key().to_owned()))
+    });
+    r.func("runtime.ModuleImportsSize", |a| {
+        a.expect_len("runtime.ModuleImportsSize", 1)?;
+        Ok(Value::Int(module_arg(a, 0)?.imports().len() as i64))
+    });
+    r.func("runtime.ModuleGetImport", |a| {
+        a.expect_len("runtime.ModuleGetImport", 2)?;
+        let imports = module_arg(a, 0)?.imports();
+        let i = a.i64(1)?;
+        let m = usize::try_from(i)
+            .ok()
+            .and_then(|k| imports.get(k).cloned())
+            .ok_or_else(|| Error::index(format!("import index {i} out of range: the module has {} imports", imports.len())))?;
+        Ok(Value::Module(m))
+    });
+    r.func("runtime.ModuleSaveToFile", |a| {
+        a.expect_len("runtime.ModuleSaveToFile", 3)?;
+        module_arg(a, 0)?.node().save_to_file(&a.string(1)?, &a.string(2)?)?;
+        Ok(Value::Null)
+    });
+    r.func("runtime.ModuleGetSource", |a| {
+        a.expect_len("runtime.ModuleGetSource", 2)?;
+        Ok(Value::Str(module_arg(a, 0)?.node().get_source(&a.string(1)?)?))
+    });
+    r.func("support.GetLibInfo", |_| {
+        let info = [
+            ("GIT_COMMIT_HASH", env!("CARGO_PKG_VERSION")),
+            ("USE_GRAPH_EXECUTOR", "ON"),
+            ("USE_RUST_RUNTIME", "ON"),
+            ("TVM_VERSION", "0.8.0"),
+        ];
+        let pairs = info
+            .iter()
+            .map(|(k, v)| (StringObj::new_object(k.as_bytes()), Some(StringObj::new_object(v.as_bytes()))))
+            .collect();
+        Ok(Value::Object(MapObj::new_object(pairs)))
+    });
+}

@@ -1,0 +1,15 @@
+//! The runtime's own global functions (globals.md Part A), registered into the registry the
+//! same way a user's functions are, once, on first use of the registry.
+
+mod containers;
+mod device;
+mod misc;
+
+use crate::registry::Registrar;
+
+/// Registers every built-in global.
+pub fn register_builtins(r: &mut Registrar<'_>) {
+    containers::register(r);
+    device::register(r);
+    misc::register(r);
+}

@@ -1,0 +1,22 @@
+//! A Rust re-implementation of Apache TVM v0.8's runtime, built as a drop-in
+//! `libtvm_runtime.so`: the C API of `c_runtime_api.h` and `c_backend_api.h` over a safe core.
+//!
+//! Layering: [`ffi`] is the only place with `extern "C"` exports; it decodes arguments and calls
+//! the core ([`value`], [`object`], [`function`], [`registry`], [`ndarray`], [`module`],
+//! [`device`], [`threading`]), which never imports `ffi`.
+
+pub mod abi;
+pub mod backend_env;
+pub mod device;
+pub mod error;
+pub mod ffi;
+pub mod function;
+pub mod globals;
+pub mod io;
+pub mod module;
+pub mod ndarray;
+pub mod object;
+pub mod registry;
+#[path = "_stubs/threading.rs"]
+pub mod threading;
+pub mod value;

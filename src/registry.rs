@@ -1,0 +1,143 @@
+//! The global function registry (`TVMFuncRegisterGlobal`, `TVMFuncGetGlobal`, ...).
+//!
+//! The runtime's own globals are registered the same way a user's are, once, on first use of
+//! the registry (see [`crate::globals`]). Safe under concurrent use: a `parking_lot::RwLock`
+//! guards the map and no lock is held while a function runs.
+//!
+//! Entries are never freed: `TVMBackendGetFuncFromEnv` hands generated code a borrowed pointer
+//! to the registry's own entry, which it caches for the life of the process, so an overridden or
+//! removed entry must stay valid (and keep calling the old function), as in TVM v0.8.
+
+use crate::error::{Error, Result};
+use crate::function::PackedFunc;
+use crate::value::Value;
+use parking_lot::RwLock;
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+type Map = HashMap<String, &'static PackedFunc>;
+
+fn registry() -> &'static RwLock<Map> {
+    static R: OnceLock<RwLock<Map>> = OnceLock::new();
+    R.get_or_init(|| {
+        let mut m = Map::new();
+        crate::globals::register_builtins(&mut Registrar(&mut m));
+        RwLock::new(m)
+    })
+}
+
+/// Registration target handed to the built-in registration functions.
+pub struct Registrar<'a>(&'a mut Map);
+
+impl Registrar<'_> {
+    /// Registers a built-in global.
+    pub fn add(&mut self, name: &str, f: PackedFunc) {
+        self.0.insert(name.to_owned(), Box::leak(Box::new(f)));
+    }
+    /// Registers a built-in global made from a closure returning its value.
+    pub fn func(&mut self, name: &str, f: impl Fn(&crate::value::Args<'_>) -> Result<Value> + Send + Sync + 'static) {
+        self.add(name, PackedFunc::from_fn(f));
+    }
+}
+
+/// Registers `f` under `name`; an existing name is an error unless `override_` is set.
+pub fn register(name: &str, f: PackedFunc, override_: bool) -> Result<()> {
+    let mut m = registry().write();
+    if !override_ && m.contains_key(name) {
+        return Err(Error::tvm(format!("Global PackedFunc {name} is already registered")));
+    }
+    m.insert(name.to_owned(), Box::leak(Box::new(f)));
+    Ok(())
+}
+
+/// The function registered under `name`.
+pub fn get(name: &str) -> Option<PackedFunc> {
+    registry().read().get(name).map(|f| (*f).clone())
+}
+
+/// The registry's own entry for `name`: valid for the life of the process, even after the name
+/// is overridden or removed.
+pub fn get_static(name: &str) -> Option<&'static PackedFunc> {
+    registry().read().get(name).copied()
+}
+
+/// The function registered under `name`, or an error naming it.
+pub fn get_required(name: &str) -> Result<PackedFunc> {
+    get(name).ok_or_else(|| Error::tvm(format!("Function {name} not found in the global registry")))
+}
+
+/// Whether `name` is registered.
+pub fn contains(name: &str) -> bool {
+    registry().read().contains_key(name)
+}
+
+/// Removes `name` if present.
+pub fn remove(name: &str) -> bool {
+    registry().write().remove(name).is_some()
+}
+
+/// All registered names.
+pub fn list_names() -> Vec<String> {
+    registry().read().keys().cloned().collect()
+}
+
+/// The name of custom data type `code` (through the compiler's `runtime._datatype_get_type_name`).
+pub fn custom_type_name(code: u8) -> Result<String> {
+    let f = get("runtime._datatype_get_type_name")
+        .ok_or_else(|| Error::tvm("Function runtime._datatype_get_type_name not found"))?;
+    f.call(&[Value::Int(i64::from(code))])?
+        .as_str()
+        .ok_or_else(|| Error::tvm("runtime._datatype_get_type_name did not return a string"))
+}
+
+/// The code of custom data type `name` (through the compiler's `runtime._datatype_get_type_code`).
+pub fn custom_type_code(name: &str) -> Result<u8> {
+    let f = get("runtime._datatype_get_type_code")
+        .ok_or_else(|| Error::tvm("Function runtime._datatype_get_type_code not found"))?;
+    match f.call(&[Value::Str(name.to_owned())])? {
+        Value::Int(c) => u8::try_from(c).map_err(|_| Error::value(format!("custom type code {c} out of range"))),
+        _ => Err(Error::tvm("runtime._datatype_get_type_code did not return an int")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn register_get_override_remove() {
+        let f = PackedFunc::from_fn(|_| Ok(Value::Int(1)));
+        let g = PackedFunc::from_fn(|_| Ok(Value::Int(2)));
+        register("test.registry.f", f.clone(), false).unwrap();
+        let e = register("test.registry.f", g.clone(), false).unwrap_err();
+        assert!(e.to_string().contains("already registered"));
+        let old = get("test.registry.f").unwrap();
+        register("test.registry.f", g, true).unwrap();
+        assert!(matches!(get("test.registry.f").unwrap().call(&[]).unwrap(), Value::Int(2)));
+        assert!(matches!(old.call(&[]).unwrap(), Value::Int(1)));
+        assert!(list_names().iter().any(|n| n == "test.registry.f"));
+        assert!(remove("test.registry.f"));
+        assert!(!remove("test.registry.f"));
+        assert!(get("test.registry.f").is_none());
+    }
+
+    #[test]
+    fn concurrent_use() {
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    for i in 0..200 {
+                        let name = format!("test.conc.{t}.{i}");
+                        register(&name, PackedFunc::from_fn(move |_| Ok(Value::Int(i))), false).unwrap();
+                        assert!(matches!(get(&name).unwrap().call(&[]).unwrap(), Value::Int(x) if x == i));
+                        assert!(get("runtime.String").is_some());
+                        remove(&name);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+    }
+}
