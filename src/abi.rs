@@ -100,9 +100,6 @@ pub struct DLTensor {
     pub byte_offset: u64,
 }
 
-/// Deleter of a [`DLManagedTensor`].
-pub type DLManagedTensorDeleter = Option<unsafe extern "C" fn(self_: *mut DLManagedTensor)>;
-
 /// A tensor managed by another framework: `deleter(self)` releases it.
 #[repr(C)]
 #[derive(Debug)]
@@ -111,8 +108,8 @@ pub struct DLManagedTensor {
     pub dl_tensor: DLTensor,
     /// The context of the original host framework.
     pub manager_ctx: *mut c_void,
-    /// Destructor signature `void (*)(void*)`; called by the consumer exactly once.
-    pub deleter: DLManagedTensorDeleter,
+    /// Destructor: the consumer calls it exactly once, with this struct.
+    pub deleter: Option<unsafe extern "C" fn(self_: *mut DLManagedTensor)>,
 }
 
 /// Device types TVM adds to DLPack's.
