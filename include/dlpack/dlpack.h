@@ -104,23 +104,6 @@ typedef enum DLDeviceType {
 } DLDeviceType;
 
 /**
- * Handle to a packed function.
- */
-typedef void *TVMFunctionHandle;
-
-typedef struct TVMParallelGroupEnv {
-  void *sync_handle;
-  int32_t num_task;
-} TVMParallelGroupEnv;
-
-typedef int (*FTVMParallelLambda)(int task_id, struct TVMParallelGroupEnv *penv, void *cdata);
-
-/**
- * Handle to a device stream.
- */
-typedef void *TVMStreamHandle;
-
-/**
  * A device: its type and its index among the devices of that type.
  */
 typedef struct DLDevice {
@@ -187,16 +170,6 @@ typedef struct DLTensor {
 } DLTensor;
 
 /**
- * Type of `tvm_index_t`.
- */
-typedef int64_t tvm_index_t;
-
-/**
- * Handle to an NDArray: the `DLTensor` inside its container.
- */
-typedef struct DLTensor *TVMArrayHandle;
-
-/**
  * A tensor managed by another framework: `deleter(self)` releases it.
  */
 typedef struct DLManagedTensor {
@@ -213,48 +186,5 @@ typedef struct DLManagedTensor {
    */
   void (*deleter)(struct DLManagedTensor *self_);
 } DLManagedTensor;
-
-/**
- * Handle to an object.
- */
-typedef void *TVMObjectHandle;
-
-/**
- * Byte array of the PackedFunc ABI (code `kTVMBytes`); `data` may hold NUL bytes.
- */
-typedef struct TVMByteArray {
-  /**
-   * The bytes.
-   */
-  const char *data;
-  /**
-   * Their number.
-   */
-  size_t size;
-} TVMByteArray;
-
-/**
- * Handle to a module.
- */
-typedef void *TVMModuleHandle;
-
-/**
- * Handle to the return value slot of a callback.
- */
-typedef void *TVMRetValueHandle;
-
-/**
- * C function that can be wrapped as a packed function.
- */
-typedef int (*TVMPackedCFunc)(union TVMValue *args,
-                              int *type_codes,
-                              int num_args,
-                              TVMRetValueHandle ret,
-                              void *resource_handle);
-
-/**
- * Finalizer of the resource of a [`TVMPackedCFunc`].
- */
-typedef void (*TVMPackedCFuncFinalizer)(void *resource_handle);
 
 #endif  /* DLPACK_DLPACK_H_ */
