@@ -87,8 +87,13 @@ impl PackedFunc {
 }
 
 /// The C callback signature `TVMPackedCFunc`.
-pub type CFunc =
-    unsafe extern "C" fn(args: *mut crate::abi::TVMValue, codes: *mut c_int, n: c_int, ret: *mut c_void, res: *mut c_void) -> c_int;
+pub type CFunc = unsafe extern "C" fn(
+    args: *mut crate::abi::TVMValue,
+    codes: *mut c_int,
+    n: c_int,
+    ret: *mut c_void,
+    res: *mut c_void,
+) -> c_int;
 
 /// The finalizer signature `TVMPackedCFuncFinalizer`.
 pub type CFuncFinalizer = unsafe extern "C" fn(resource_handle: *mut c_void);

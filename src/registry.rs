@@ -4,18 +4,43 @@
 //! the registry (see [`crate::globals`]). Safe under concurrent use: a `parking_lot::RwLock`
 //! guards the map and no lock is held while a function runs.
 //!
-//! Entries are never freed: `TVMBackendGetFuncFromEnv` hands generated code a borrowed pointer
-//! to the registry's own entry, which it caches for the life of the process, so an overridden or
-//! removed entry must stay valid (and keep calling the old function), as in TVM v0.8.
+//! `TVMBackendGetFuncFromEnv` hands generated code a borrowed pointer to the registry's own
+//! entry, which it caches for the life of the process, so an entry that was handed out that way
+//! stays valid (and keeps calling the old function) after it is overridden or removed, as in TVM
+//! v0.8: it moves to a list of retired entries that is never freed. Other entries are freed.
 
 use crate::error::{Error, Result};
 use crate::function::PackedFunc;
 use crate::value::Value;
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
-type Map = HashMap<String, &'static PackedFunc>;
+/// A registered function; boxed so that its address is stable while it is in the map.
+struct Entry {
+    func: Box<PackedFunc>,
+    borrowed: AtomicBool,
+}
+
+impl Entry {
+    fn new(f: PackedFunc) -> Entry {
+        Entry { func: Box::new(f), borrowed: AtomicBool::new(false) }
+    }
+}
+
+type Map = HashMap<String, Entry>;
+
+/// Entries replaced or removed after a borrowed pointer to them was handed out.
+static RETIRED: Mutex<Vec<Box<PackedFunc>>> = Mutex::new(Vec::new());
+
+fn retire(old: Option<Entry>) {
+    if let Some(e) = old {
+        if e.borrowed.load(Ordering::Acquire) {
+            RETIRED.lock().push(e.func);
+        }
+    }
+}
 
 fn registry() -> &'static RwLock<Map> {
     static R: OnceLock<RwLock<Map>> = OnceLock::new();
@@ -32,7 +57,7 @@ pub struct Registrar<'a>(&'a mut Map);
 impl Registrar<'_> {
     /// Registers a built-in global.
     pub fn add(&mut self, name: &str, f: PackedFunc) {
-        self.0.insert(name.to_owned(), Box::leak(Box::new(f)));
+        self.0.insert(name.to_owned(), Entry::new(f));
     }
     /// Registers a built-in global made from a closure returning its value.
     pub fn func(&mut self, name: &str, f: impl Fn(&crate::value::Args<'_>) -> Result<Value> + Send + Sync + 'static) {
@@ -46,19 +71,27 @@ pub fn register(name: &str, f: PackedFunc, override_: bool) -> Result<()> {
     if !override_ && m.contains_key(name) {
         return Err(Error::tvm(format!("Global PackedFunc {name} is already registered")));
     }
-    m.insert(name.to_owned(), Box::leak(Box::new(f)));
+    let old = m.insert(name.to_owned(), Entry::new(f));
+    drop(m);
+    retire(old);
     Ok(())
 }
 
 /// The function registered under `name`.
 pub fn get(name: &str) -> Option<PackedFunc> {
-    registry().read().get(name).map(|f| (*f).clone())
+    registry().read().get(name).map(|e| (*e.func).clone())
 }
 
 /// The registry's own entry for `name`: valid for the life of the process, even after the name
 /// is overridden or removed.
 pub fn get_static(name: &str) -> Option<&'static PackedFunc> {
-    registry().read().get(name).copied()
+    let m = registry().read();
+    let e = m.get(name)?;
+    e.borrowed.store(true, Ordering::Release);
+    let p: *const PackedFunc = &*e.func;
+    // SAFETY: a borrowed entry's box is never freed: while in the map it stays put, and once
+    // replaced or removed it moves (as a box, without moving its contents) to RETIRED forever.
+    Some(unsafe { &*p })
 }
 
 /// The function registered under `name`, or an error naming it.
@@ -73,7 +106,10 @@ pub fn contains(name: &str) -> bool {
 
 /// Removes `name` if present.
 pub fn remove(name: &str) -> bool {
-    registry().write().remove(name).is_some()
+    let old = registry().write().remove(name);
+    let found = old.is_some();
+    retire(old);
+    found
 }
 
 /// All registered names.
@@ -116,9 +152,11 @@ mod tests {
         assert!(matches!(get("test.registry.f").unwrap().call(&[]).unwrap(), Value::Int(2)));
         assert!(matches!(old.call(&[]).unwrap(), Value::Int(1)));
         assert!(list_names().iter().any(|n| n == "test.registry.f"));
+        let borrowed = get_static("test.registry.f").unwrap();
         assert!(remove("test.registry.f"));
         assert!(!remove("test.registry.f"));
         assert!(get("test.registry.f").is_none());
+        assert!(matches!(borrowed.call(&[]).unwrap(), Value::Int(2)));
     }
 
     #[test]

@@ -13,11 +13,7 @@ const HEADERS: [(&str, &str); 3] = [
 fn generate(config: &Path) -> String {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let cfg = cbindgen::Config::from_file(root.join(config)).expect("cbindgen config");
-    let bindings = cbindgen::Builder::new()
-        .with_crate(root)
-        .with_config(cfg)
-        .generate()
-        .expect("cbindgen generates");
+    let bindings = cbindgen::Builder::new().with_crate(root).with_config(cfg).generate().expect("cbindgen generates");
     let mut out = Vec::new();
     bindings.write(&mut out);
     String::from_utf8(out).expect("utf-8 header")

@@ -6,7 +6,8 @@ pub struct TVMParallelGroupEnv {
     pub sync_handle: *mut c_void,
     pub num_task: i32,
 }
-pub type FTVMParallelLambda = unsafe extern "C" fn(task_id: c_int, penv: *mut TVMParallelGroupEnv, cdata: *mut c_void) -> c_int;
+pub type FTVMParallelLambda =
+    unsafe extern "C" fn(task_id: c_int, penv: *mut TVMParallelGroupEnv, cdata: *mut c_void) -> c_int;
 pub fn parallel_launch(flambda: Option<FTVMParallelLambda>, cdata: *mut c_void, num_task: i32) -> Result<()> {
     let f = flambda.ok_or_else(|| Error::value("null lambda"))?;
     let n = num_task.max(1);
@@ -28,7 +29,12 @@ pub fn config_threadpool(_mode: i32, _nthreads: i32) -> Result<()> {
 pub fn num_threads() -> usize {
     1
 }
-pub fn run_once(handle: *mut *mut c_void, f: Option<unsafe extern "C" fn(*mut c_void) -> c_int>, cdata: *mut c_void, _nbytes: i32) -> Result<()> {
+pub fn run_once(
+    handle: *mut *mut c_void,
+    f: Option<unsafe extern "C" fn(*mut c_void) -> c_int>,
+    cdata: *mut c_void,
+    _nbytes: i32,
+) -> Result<()> {
     // SAFETY: stub.
     unsafe {
         if (*handle).is_null() {

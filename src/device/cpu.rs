@@ -47,7 +47,13 @@ impl DeviceApi for CpuApi {
         Ok(if kind == 0 { Value::Int(1) } else { Value::Null })
     }
 
-    fn alloc_data_space(&self, _dev: DLDevice, nbytes: usize, alignment: usize, _hint: DLDataType) -> Result<*mut c_void> {
+    fn alloc_data_space(
+        &self,
+        _dev: DLDevice,
+        nbytes: usize,
+        alignment: usize,
+        _hint: DLDataType,
+    ) -> Result<*mut c_void> {
         aligned_alloc(nbytes, alignment)
     }
 

@@ -60,10 +60,22 @@ pub trait DeviceApi: Send + Sync {
     fn get_attr(&self, dev: DLDevice, kind: i32) -> Result<Value>;
 
     /// Flat allocation.
-    fn alloc_data_space(&self, dev: DLDevice, nbytes: usize, alignment: usize, type_hint: DLDataType) -> Result<*mut c_void>;
+    fn alloc_data_space(
+        &self,
+        dev: DLDevice,
+        nbytes: usize,
+        alignment: usize,
+        type_hint: DLDataType,
+    ) -> Result<*mut c_void>;
 
     /// Shape allocation with an optional memory scope.
-    fn alloc_data_space_scoped(&self, dev: DLDevice, shape: &[i64], dtype: DLDataType, scope: Option<&str>) -> Result<*mut c_void> {
+    fn alloc_data_space_scoped(
+        &self,
+        dev: DLDevice,
+        shape: &[i64],
+        dtype: DLDataType,
+        scope: Option<&str>,
+    ) -> Result<*mut c_void> {
         match scope {
             None | Some("global") => {
                 let nbytes = shape_bytes(shape, dtype)?;
@@ -142,7 +154,8 @@ pub trait DeviceApi: Send + Sync {
 
     /// A temporary buffer for generated code.
     fn alloc_workspace(&self, dev: DLDevice, nbytes: u64, type_hint: DLDataType) -> Result<*mut c_void> {
-        let n = usize::try_from(nbytes).map_err(|_| Error::value(format!("workspace of {nbytes} bytes is too large")))?;
+        let n =
+            usize::try_from(nbytes).map_err(|_| Error::value(format!("workspace of {nbytes} bytes is too large")))?;
         self.alloc_data_space(dev, n, ALLOC_ALIGNMENT, type_hint)
     }
 

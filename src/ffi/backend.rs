@@ -31,7 +31,11 @@ pub type TVMBackendPackedCFunc = Option<
 /// # Safety
 /// `mod_node` is NULL or a live module handle; `func_name` is NUL-terminated; `out` writable.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn TVMBackendGetFuncFromEnv(mod_node: *mut c_void, func_name: *const c_char, out: *mut TVMFunctionHandle) -> c_int {
+pub unsafe extern "C" fn TVMBackendGetFuncFromEnv(
+    mod_node: *mut c_void,
+    func_name: *const c_char,
+    out: *mut TVMFunctionHandle,
+) -> c_int {
     guard(|| {
         // SAFETY: per contract.
         let name = unsafe { cstr(func_name, "func_name")? };
@@ -109,7 +113,11 @@ pub unsafe extern "C" fn TVMBackendRegisterEnvCAPI(name: *const c_char, ptr: *mu
 /// # Safety
 /// `flambda` is a valid task function; `cdata` is what it expects.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn TVMBackendParallelLaunch(flambda: FTVMParallelLambda, cdata: *mut c_void, num_task: c_int) -> c_int {
+pub unsafe extern "C" fn TVMBackendParallelLaunch(
+    flambda: FTVMParallelLambda,
+    cdata: *mut c_void,
+    num_task: c_int,
+) -> c_int {
     guard(|| threading::parallel_launch(Some(flambda), cdata, num_task))
 }
 

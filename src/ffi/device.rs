@@ -124,7 +124,11 @@ pub unsafe extern "C" fn TVMDeviceFreeDataSpace(dev: DLDevice, ptr: *mut c_void)
 /// # Safety
 /// Both are live tensors.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn TVMDeviceCopyDataFromTo(from: *mut DLTensor, to: *mut DLTensor, stream: TVMStreamHandle) -> c_int {
+pub unsafe extern "C" fn TVMDeviceCopyDataFromTo(
+    from: *mut DLTensor,
+    to: *mut DLTensor,
+    stream: TVMStreamHandle,
+) -> c_int {
     guard(|| {
         // SAFETY: per contract.
         let (f, t) = unsafe { (handle::tensor(from, "from")?, handle::tensor(to, "to")?) };

@@ -82,7 +82,11 @@ pub unsafe extern "C" fn TVMArrayCopyToBytes(handle: TVMArrayHandle, data: *mut 
 /// # Safety
 /// Both are live tensors (array handles or plain `DLTensor*`).
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn TVMArrayCopyFromTo(from: TVMArrayHandle, to: TVMArrayHandle, stream: TVMStreamHandle) -> c_int {
+pub unsafe extern "C" fn TVMArrayCopyFromTo(
+    from: TVMArrayHandle,
+    to: TVMArrayHandle,
+    stream: TVMStreamHandle,
+) -> c_int {
     guard(|| {
         // SAFETY: per contract.
         let (f, t) = unsafe { (handle::tensor(from, "from")?, handle::tensor(to, "to")?) };

@@ -2,8 +2,8 @@
 
 use super::guard::guard;
 use super::handle::{self, cstr, out};
-use super::runtime_api::TVMObjectHandle;
 use super::ret;
+use super::runtime_api::TVMObjectHandle;
 use crate::abi::TVMByteArray;
 use crate::error::{Error, Result};
 use crate::object;
@@ -100,7 +100,11 @@ pub unsafe extern "C" fn TVMObjectFree(obj: TVMObjectHandle) -> c_int {
 /// # Safety
 /// `is_derived` is writable.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn TVMObjectDerivedFrom(child_type_index: u32, parent_type_index: u32, is_derived: *mut c_int) -> c_int {
+pub unsafe extern "C" fn TVMObjectDerivedFrom(
+    child_type_index: u32,
+    parent_type_index: u32,
+    is_derived: *mut c_int,
+) -> c_int {
     guard(|| {
         // SAFETY: per contract.
         let slot = unsafe { out(is_derived, "is_derived")? };

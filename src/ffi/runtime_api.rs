@@ -3,7 +3,7 @@
 use super::guard::{guard, guard_void};
 use super::handle::{self, cstr, out};
 use super::ret;
-use crate::abi::{TVMValue, DLTensor};
+use crate::abi::{DLTensor, TVMValue};
 use crate::error::{self, Error};
 use crate::function::PackedFunc;
 use crate::module;
@@ -79,7 +79,11 @@ pub extern "C" fn TVMGetLastError() -> *const c_char {
 /// # Safety
 /// Strings are NUL-terminated; `out` is writable.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn TVMModLoadFromFile(file_name: *const c_char, format: *const c_char, out: *mut TVMModuleHandle) -> c_int {
+pub unsafe extern "C" fn TVMModLoadFromFile(
+    file_name: *const c_char,
+    format: *const c_char,
+    out: *mut TVMModuleHandle,
+) -> c_int {
     guard(|| {
         // SAFETY: per contract.
         let path = unsafe { cstr(file_name, "file_name")? };
@@ -204,7 +208,12 @@ pub unsafe extern "C" fn TVMFuncCall(
 /// Called inside a `TVMPackedCFunc` with the `ret` it received; `value`/`type_code` point to
 /// `num_ret` valid values.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn TVMCFuncSetReturn(ret: TVMRetValueHandle, value: *mut TVMValue, type_code: *mut c_int, num_ret: c_int) -> c_int {
+pub unsafe extern "C" fn TVMCFuncSetReturn(
+    ret: TVMRetValueHandle,
+    value: *mut TVMValue,
+    type_code: *mut c_int,
+    num_ret: c_int,
+) -> c_int {
     guard(|| {
         if num_ret != 1 {
             return Err(Error::tvm(format!("Check failed: num_ret == 1 ({num_ret} vs. 1)")));
@@ -259,12 +268,16 @@ pub unsafe extern "C" fn TVMCbArgToReturn(value: *mut TVMValue, code: *mut c_int
                             _ => code::OBJECT,
                         };
                         let p = o.into_raw().cast::<u8>();
-                        val.v_handle = if tc == code::NDARRAY { p.wrapping_add(NDARRAY_HANDLE_OFFSET) } else { p }.cast();
+                        val.v_handle =
+                            if tc == code::NDARRAY { p.wrapping_add(NDARRAY_HANDLE_OFFSET) } else { p }.cast();
                     }
                 }
             }
             code::STR | code::BYTES => {
-                return Err(Error::type_error(format!("TVMCbArgToReturn: cannot convert {} to a return value", crate::value::code_name(tc))));
+                return Err(Error::type_error(format!(
+                    "TVMCbArgToReturn: cannot convert {} to a return value",
+                    crate::value::code_name(tc)
+                )));
             }
             _ => {}
         }
@@ -345,7 +358,8 @@ thread_local! {
 pub unsafe extern "C" fn TVMFuncListGlobalNames(out_size: *mut c_int, out_array: *mut *mut *const c_char) -> c_int {
     guard(|| {
         // SAFETY: per contract.
-        let (size_slot, array_slot) = unsafe { (handle::out(out_size, "out_size")?, handle::out(out_array, "out_array")?) };
+        let (size_slot, array_slot) =
+            unsafe { (handle::out(out_size, "out_size")?, handle::out(out_array, "out_array")?) };
         let names = registry::list_names();
         let n = c_int::try_from(names.len()).map_err(|_| Error::internal("too many globals"))?;
         NAMES.with(|list| {

@@ -68,9 +68,8 @@ pub(super) fn register(r: &mut Registrar<'_>) {
         if a.len() % 2 != 0 {
             return Err(Error::value(format!("runtime.Map expects an even number of arguments, got {}", a.len())));
         }
-        let pairs = (0..a.len() / 2)
-            .map(|k| Ok((key_arg(a, 2 * k)?, a.object(2 * k + 1)?)))
-            .collect::<Result<Vec<_>>>()?;
+        let pairs =
+            (0..a.len() / 2).map(|k| Ok((key_arg(a, 2 * k)?, a.object(2 * k + 1)?))).collect::<Result<Vec<_>>>()?;
         Ok(Value::Object(MapObj::new_object(pairs)))
     });
     r.func("runtime.MapSize", |a| {

@@ -24,10 +24,9 @@ pub(super) fn register(r: &mut Registrar<'_>) {
                     .downcast::<StringObj>()
                     .map(StringObj::to_string_lossy)
                     .ok_or_else(|| Error::type_error("runtime.SaveParams: keys must be strings"))?;
-                let arr = v
-                    .clone()
-                    .and_then(crate::ndarray::NDArray::from_object)
-                    .ok_or_else(|| Error::type_error(format!("runtime.SaveParams: value of {name} is not an NDArray")))?;
+                let arr = v.clone().and_then(crate::ndarray::NDArray::from_object).ok_or_else(|| {
+                    Error::type_error(format!("runtime.SaveParams: value of {name} is not an NDArray"))
+                })?;
                 Ok((name, arr))
             })
             .collect::<Result<Vec<_>>>()?;
@@ -36,10 +35,8 @@ pub(super) fn register(r: &mut Registrar<'_>) {
     r.func("runtime.LoadParams", |a| {
         a.expect_len("runtime.LoadParams", 1)?;
         let params = load_params(&a.bytes(0)?)?;
-        let pairs = params
-            .into_iter()
-            .map(|(n, arr)| (StringObj::new_object(n.as_bytes()), Some(arr.into_object())))
-            .collect();
+        let pairs =
+            params.into_iter().map(|(n, arr)| (StringObj::new_object(n.as_bytes()), Some(arr.into_object()))).collect();
         Ok(Value::Object(MapObj::new_object(pairs)))
     });
 
@@ -60,10 +57,9 @@ pub(super) fn register(r: &mut Registrar<'_>) {
         a.expect_len("runtime.ModuleGetImport", 2)?;
         let imports = module_arg(a, 0)?.imports();
         let i = a.i64(1)?;
-        let m = usize::try_from(i)
-            .ok()
-            .and_then(|k| imports.get(k).cloned())
-            .ok_or_else(|| Error::index(format!("import index {i} out of range: the module has {} imports", imports.len())))?;
+        let m = usize::try_from(i).ok().and_then(|k| imports.get(k).cloned()).ok_or_else(|| {
+            Error::index(format!("import index {i} out of range: the module has {} imports", imports.len()))
+        })?;
         Ok(Value::Module(m))
     });
     r.func("runtime.ModuleSaveToFile", |a| {

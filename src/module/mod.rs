@@ -10,9 +10,9 @@ use crate::object::{index, ObjectBody, ObjectRef};
 use crate::registry;
 use crate::value::Value;
 use parking_lot::{Mutex, RwLock};
+use std::any::Any;
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::any::Any;
 
 /// One kind of module (library, graph executor, CUDA, ...).
 pub trait ModuleNode: Send + Sync + 'static {
@@ -203,7 +203,10 @@ pub fn load_from_file(path: &str, format: &str) -> Result<Module> {
     })?;
     match loader.call(&[Value::Str(path.to_owned()), Value::Str(format.to_owned())])? {
         Value::Module(m) => Ok(m),
-        other => Err(Error::tvm(format!("{loader_name} returned {} instead of a module", crate::value::code_name(other.type_code())))),
+        other => Err(Error::tvm(format!(
+            "{loader_name} returned {} instead of a module",
+            crate::value::code_name(other.type_code())
+        ))),
     }
 }
 

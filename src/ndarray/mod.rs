@@ -133,7 +133,11 @@ impl NDArray {
             unsafe { crate::object::release_raw(b.manager_ctx.cast()) };
         }
         let ctx = self.0.clone().into_raw();
-        Box::into_raw(Box::new(DLManagedTensor { dl_tensor: *self.tensor(), manager_ctx: ctx.cast(), deleter: Some(deleter) }))
+        Box::into_raw(Box::new(DLManagedTensor {
+            dl_tensor: *self.tensor(),
+            manager_ctx: ctx.cast(),
+            deleter: Some(deleter),
+        }))
     }
 
     /// A view of this array's data with another shape/dtype (must not be larger).

@@ -93,11 +93,7 @@ impl ObjectRef {
     /// body layout).
     pub fn alloc<T: Send + Sync + 'static>(type_index: u32, body: T) -> ObjectRef {
         let b = Box::new(ObjBox {
-            header: ObjectHeader {
-                type_index,
-                ref_counter: AtomicI32::new(1),
-                deleter: Some(delete_box::<T>),
-            },
+            header: ObjectHeader { type_index, ref_counter: AtomicI32::new(1), deleter: Some(delete_box::<T>) },
             body,
         });
         ObjectRef(NonNull::from(Box::leak(b)).cast())

@@ -80,9 +80,7 @@ pub fn register_type(key: &str, parent_key: &str) -> u32 {
 /// `TVMObjectTypeKey2Index`: `runtime.Object` itself is not resolvable, as in TVM.
 pub fn type_key2index(key: &str) -> Result<u32> {
     table().read().by_key.get(key).copied().ok_or_else(|| {
-        Error::tvm(format!(
-            "Cannot find type {key}. Did you forget to register the node by TVM_REGISTER_NODE_TYPE ?"
-        ))
+        Error::tvm(format!("Cannot find type {key}. Did you forget to register the node by TVM_REGISTER_NODE_TYPE ?"))
     })
 }
 

@@ -142,7 +142,8 @@ mod tests {
 
     #[test]
     fn round_trips() {
-        for s in ["float32", "int8", "uint8", "float16", "float32x4", "bfloat16", "bool", "handle", "int64", "uint1x8"] {
+        for s in ["float32", "int8", "uint8", "float16", "float32x4", "bfloat16", "bool", "handle", "int64", "uint1x8"]
+        {
             let t = parse(s).unwrap();
             assert_eq!(format(t).unwrap(), s, "{s}");
         }

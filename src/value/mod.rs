@@ -277,9 +277,10 @@ impl<'a> Args<'a> {
 
     /// The type code of argument `i`.
     pub fn code(&self, i: usize) -> Result<c_int> {
-        self.codes.get(i).copied().ok_or_else(|| {
-            Error::index(format!("argument index {i} out of range: {} arguments", self.len()))
-        })
+        self.codes
+            .get(i)
+            .copied()
+            .ok_or_else(|| Error::index(format!("argument index {i} out of range: {} arguments", self.len())))
     }
 
     fn raw(&self, i: usize) -> Result<(TVMValue, c_int)> {
@@ -288,10 +289,7 @@ impl<'a> Args<'a> {
     }
 
     fn mismatch(i: usize, want: &str, got: c_int) -> Error {
-        Error::type_error(format!(
-            "error while converting argument {i}: expected {want} but got {}",
-            code_name(got)
-        ))
+        Error::type_error(format!("error while converting argument {i}: expected {want} but got {}", code_name(got)))
     }
 
     /// `int64`: code 0 only.
@@ -465,7 +463,8 @@ impl<'a> Args<'a> {
 
     /// An object with a given static type: codes 8/14 type-checked.
     pub fn object_of(&self, i: usize, tindex: u32, what: &str) -> Result<ObjectRef> {
-        let o = self.object(i)?.ok_or_else(|| Error::type_error(format!("argument {i}: expected {what} but got NULL")))?;
+        let o =
+            self.object(i)?.ok_or_else(|| Error::type_error(format!("argument {i}: expected {what} but got NULL")))?;
         if o.type_index() != tindex {
             let got = crate::object::type_index2key(o.type_index()).unwrap_or_default();
             return Err(Error::type_error(format!("argument {i}: expected {what} but got {got}")));
@@ -562,7 +561,13 @@ mod tests {
 
     #[test]
     fn coercions() {
-        let vals = [Value::Int(3), Value::Float(1.5), Value::Str("float32".into()), Value::Null, Value::Bytes(b"a\0b".to_vec())];
+        let vals = [
+            Value::Int(3),
+            Value::Float(1.5),
+            Value::Str("float32".into()),
+            Value::Null,
+            Value::Bytes(b"a\0b".to_vec()),
+        ];
         let buf = ArgsBuf::new(&vals);
         let a = buf.args();
         assert_eq!(a.i64(0).unwrap(), 3);

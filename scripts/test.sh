@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs every test of the project on a fresh machine: installs what it needs (cmake), checks
+# formatting, lints and header drift, runs the Rust tests, then the C tests (CTest) against the
+# release library, plain and under AddressSanitizer + UBSan.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
+command -v cc >/dev/null 2>&1 || need_apt+=(gcc)
+command -v c++ >/dev/null 2>&1 || need_apt+=(g++)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "== installing ${need_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+rustup component list --installed 2>/dev/null | grep -q rustfmt || rustup component add rustfmt clippy >/dev/null 2>&1 || true
+
+echo "== cargo fmt --check"
+cargo fmt --check
+echo "== cargo clippy"
+cargo clippy --all-targets --quiet -- -D warnings
+echo "== cargo test (unit, integration, header drift)"
+cargo test --quiet
+echo "== cargo build --release"
+cargo build --release --quiet
+
+for flavour in plain asan; do
+  dir="build/ctests-$flavour"
+  san=OFF; [ "$flavour" = asan ] && san=ON
+  echo "== ctest ($flavour)"
+  cmake -S ctests -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DTVM_RT_SANITIZE=$san \
+    -DTVM_RUNTIME_LIB_DIR="$PWD/target/release" >/dev/null
+  cmake --build "$dir" -j2 >/dev/null
+  ctest --test-dir "$dir" --output-on-failure
+done
