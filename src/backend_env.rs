@@ -23,7 +23,7 @@ pub fn check_signals() -> crate::error::Result<()> {
     let f: unsafe extern "C" fn() -> c_int = unsafe { std::mem::transmute(p) };
     // SAFETY: as above.
     if unsafe { f() } != 0 {
-        return Err(crate::error::Error::AlreadySet);
+        return Err(crate::error::Error::already_set());
     }
     Ok(())
 }

@@ -12,9 +12,13 @@ use std::fmt;
 /// Result type of the runtime core.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// An error of the runtime.
+/// An error of the runtime: one pointer wide, so that `Result<T>` stays small on hot paths.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Error {
+pub struct Error(Box<Repr>);
+
+/// What an [`Error`] holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Repr {
     /// An error with a kind (`ValueError`) and a message.
     Kind { kind: &'static str, msg: String },
     /// A message that already carries its own `Kind: ` prefix (set by a C callback through
@@ -25,33 +29,51 @@ pub enum Error {
 }
 
 impl Error {
+    /// An error of a given kind.
+    #[cold]
+    pub fn with_kind(kind: &'static str, msg: impl Into<String>) -> Self {
+        Error(Box::new(Repr::Kind { kind, msg: msg.into() }))
+    }
+    /// The "frontend error already pending" marker (a callback returned -2).
+    #[cold]
+    pub fn already_set() -> Self {
+        Error(Box::new(Repr::AlreadySet))
+    }
+    /// Whether this is the "already pending" marker.
+    pub fn is_already_set(&self) -> bool {
+        matches!(*self.0, Repr::AlreadySet)
+    }
+    /// What the error holds.
+    pub fn repr(&self) -> &Repr {
+        &self.0
+    }
     /// `TVMError: msg`.
     pub fn tvm(msg: impl Into<String>) -> Self {
-        Error::Kind { kind: "TVMError", msg: msg.into() }
+        Error::with_kind("TVMError", msg)
     }
     /// `ValueError: msg`.
     pub fn value(msg: impl Into<String>) -> Self {
-        Error::Kind { kind: "ValueError", msg: msg.into() }
+        Error::with_kind("ValueError", msg)
     }
     /// `TypeError: msg`.
     pub fn type_error(msg: impl Into<String>) -> Self {
-        Error::Kind { kind: "TypeError", msg: msg.into() }
+        Error::with_kind("TypeError", msg)
     }
     /// `IndexError: msg`.
     pub fn index(msg: impl Into<String>) -> Self {
-        Error::Kind { kind: "IndexError", msg: msg.into() }
+        Error::with_kind("IndexError", msg)
     }
     /// `KeyError: msg`.
     pub fn key(msg: impl Into<String>) -> Self {
-        Error::Kind { kind: "KeyError", msg: msg.into() }
+        Error::with_kind("KeyError", msg)
     }
     /// `AttributeError: msg`.
     pub fn attribute(msg: impl Into<String>) -> Self {
-        Error::Kind { kind: "AttributeError", msg: msg.into() }
+        Error::with_kind("AttributeError", msg)
     }
     /// `InternalError: msg`.
     pub fn internal(msg: impl Into<String>) -> Self {
-        Error::Kind { kind: "InternalError", msg: msg.into() }
+        Error::with_kind("InternalError", msg)
     }
     /// A feature that arrives in a later version of this runtime.
     pub fn unsupported(what: &str) -> Self {
@@ -59,19 +81,20 @@ impl Error {
     }
     /// Wraps a message that came from a C callback or from generated code through the last
     /// error slot: kept verbatim if it already has a `Kind: ` prefix, else `TVMError: `.
+    #[cold]
     pub fn from_foreign(msg: String) -> Self {
-        Error::Raw(msg)
+        Error(Box::new(Repr::Raw(msg)))
     }
 
     /// Prepends context to the message, keeping the kind (used for "while loading X: ...").
     pub fn context(self, ctx: impl fmt::Display) -> Self {
-        match self {
-            Error::Kind { kind, msg } => Error::Kind { kind, msg: format!("{ctx}: {msg}") },
-            Error::Raw(m) => {
+        match *self.0 {
+            Repr::Kind { kind, msg } => Error::with_kind(kind, format!("{ctx}: {msg}")),
+            Repr::Raw(m) => {
                 let (kind, rest) = split_kind(&m);
-                Error::Raw(format!("{kind}: {ctx}: {rest}"))
+                Error::from_foreign(format!("{kind}: {ctx}: {rest}"))
             }
-            Error::AlreadySet => Error::AlreadySet,
+            Repr::AlreadySet => Error::already_set(),
         }
     }
 }
@@ -93,13 +116,13 @@ pub fn split_kind(msg: &str) -> (&str, &str) {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::Kind { kind, msg } => write!(f, "{kind}: {msg}"),
-            Error::Raw(m) => {
+        match &*self.0 {
+            Repr::Kind { kind, msg } => write!(f, "{kind}: {msg}"),
+            Repr::Raw(m) => {
                 let (kind, rest) = split_kind(m);
                 write!(f, "{kind}: {rest}")
             }
-            Error::AlreadySet => f.write_str("TVMError: a frontend error is pending"),
+            Repr::AlreadySet => f.write_str("TVMError: a frontend error is pending"),
         }
     }
 }
@@ -120,7 +143,7 @@ pub fn set_last_error(msg: &str) {
 
 /// Stores an error in this thread's last-error slot (nothing for [`Error::AlreadySet`]).
 pub fn set_last(err: &Error) {
-    if *err != Error::AlreadySet {
+    if !err.is_already_set() {
         set_last_error(&err.to_string());
     }
 }
@@ -142,9 +165,9 @@ mod tests {
     #[test]
     fn kind_prefix_is_kept_or_added() {
         assert_eq!(Error::value("bad").to_string(), "ValueError: bad");
-        assert_eq!(Error::Raw("KeyError: x".into()).to_string(), "KeyError: x");
-        assert_eq!(Error::Raw("no kind here".into()).to_string(), "TVMError: no kind here");
-        assert_eq!(Error::Raw("two words: x".into()).to_string(), "TVMError: two words: x");
+        assert_eq!(Error::from_foreign("KeyError: x".into()).to_string(), "KeyError: x");
+        assert_eq!(Error::from_foreign("no kind here".into()).to_string(), "TVMError: no kind here");
+        assert_eq!(Error::from_foreign("two words: x".into()).to_string(), "TVMError: two words: x");
         assert_eq!(Error::value("m").context("loading f").to_string(), "ValueError: loading f: m");
     }
 

@@ -123,7 +123,7 @@ impl CResource {
         let rc = unsafe { (self.func)(values, codes, n, ret_ptr, self.resource) };
         match rc {
             0 => Ok(()),
-            -2 => Err(Error::AlreadySet),
+            -2 => Err(Error::already_set()),
             _ => Err(Error::from_foreign(crate::error::last_error_message())),
         }
     }

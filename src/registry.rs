@@ -130,7 +130,7 @@ pub fn custom_type_name(code: u8) -> Result<String> {
 pub fn custom_type_code(name: &str) -> Result<u8> {
     let f = get("runtime._datatype_get_type_code")
         .ok_or_else(|| Error::tvm("Function runtime._datatype_get_type_code not found"))?;
-    match f.call(&[Value::Str(name.to_owned())])? {
+    match f.call(&[Value::str(name.to_owned())])? {
         Value::Int(c) => u8::try_from(c).map_err(|_| Error::value(format!("custom type code {c} out of range"))),
         _ => Err(Error::tvm("runtime._datatype_get_type_code did not return an int")),
     }

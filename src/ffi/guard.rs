@@ -20,7 +20,7 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
 pub fn guard(body: impl FnOnce() -> Result<()>) -> c_int {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => 0,
-        Ok(Err(Error::AlreadySet)) => -2,
+        Ok(Err(e)) if e.is_already_set() => -2,
         Ok(Err(e)) => {
             set_last(&e);
             -1
@@ -64,7 +64,7 @@ mod tests {
         assert_eq!(guard(|| Ok(())), 0);
         assert_eq!(guard(|| Err(Error::value("x"))), -1);
         assert_eq!(last_error_message(), "ValueError: x");
-        assert_eq!(guard(|| Err(Error::AlreadySet)), -2);
+        assert_eq!(guard(|| Err(Error::already_set())), -2);
         assert_eq!(last_error_message(), "ValueError: x");
         assert_eq!(guard(|| panic!("boom")), -1);
         assert!(last_error_message().contains("boom"));

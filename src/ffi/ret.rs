@@ -47,6 +47,7 @@ pub fn is_slot_bytes(p: *const TVMByteArray) -> bool {
 }
 
 /// Converts a value for C, moving its ownership there.
+#[inline]
 pub fn to_c(v: Value) -> Result<(TVMValue, c_int)> {
     Ok(match v {
         Value::Null => (TVMValue::ZERO, code::NULL),
@@ -59,7 +60,7 @@ pub fn to_c(v: Value) -> Result<(TVMValue, c_int)> {
         Value::DLTensor(p) => (TVMValue { v_handle: p.cast() }, code::DLTENSOR),
         Value::Object(o) => (TVMValue { v_handle: o.into_raw().cast() }, code::OBJECT),
         Value::Module(m) => (TVMValue { v_handle: m.into_object().into_raw().cast() }, code::MODULE),
-        Value::Func(f) => (TVMValue { v_handle: f.into_handle() }, code::FUNC),
+        Value::Func(f) => (TVMValue { v_handle: Box::into_raw(f).cast() }, code::FUNC),
         Value::NDArray(a) => (TVMValue { v_handle: a.into_handle().cast::<c_void>() }, code::NDARRAY),
         Value::Str(s) => (TVMValue { v_str: slot_str(s.as_bytes()) }, code::STR),
         Value::Bytes(b) => (TVMValue { v_handle: slot_bytes(&b).cast() }, code::BYTES),

@@ -220,9 +220,22 @@ pub unsafe extern "C" fn TVMCFuncSetReturn(
         }
         // SAFETY: per contract.
         let slot = unsafe { handle::ret_slot(ret)? };
-        // SAFETY: per contract.
-        let args = unsafe { Args::from_raw(value, type_code, 1)? };
-        *slot = args.get(0)?;
+        if value.is_null() || type_code.is_null() {
+            return Err(Error::value("TVMCFuncSetReturn: value and type_code must not be NULL"));
+        }
+        // SAFETY: per contract, one readable value and code.
+        let (v, c) = unsafe { (*value, *type_code) };
+        // Plain values are the common case (a callback returning an int or a handle).
+        // SAFETY (each arm): the code says which union member is valid.
+        *slot = match c {
+            code::INT => Value::Int(unsafe { v.v_int64 }),
+            code::FLOAT => Value::Float(unsafe { v.v_float64 }),
+            code::HANDLE => Value::Handle(unsafe { v.v_handle }),
+            code::NULL => Value::Null,
+            code::DEVICE => Value::Device(unsafe { v.v_device }),
+            // SAFETY: per contract.
+            _ => unsafe { Args::from_raw(value, type_code, 1)? }.get(0)?,
+        };
         Ok(())
     })
 }

@@ -39,7 +39,7 @@ pub(super) fn register(r: &mut Registrar<'_>) {
     r.func("runtime.GetFFIString", |a| {
         a.expect_len("runtime.GetFFIString", 1)?;
         let o = a.object_of(0, index::STRING, "runtime.String")?;
-        Ok(Value::Str(o.downcast::<StringObj>().map(StringObj::to_string_lossy).unwrap_or_default()))
+        Ok(Value::str(o.downcast::<StringObj>().map(StringObj::to_string_lossy).unwrap_or_default()))
     });
 
     r.func("runtime.Array", |a| {

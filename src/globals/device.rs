@@ -36,7 +36,7 @@ pub fn runtime_enabled(target: &str) -> Result<bool> {
         t if t.starts_with("rocm") => "device_api.rocm",
         t if t.starts_with("llvm") => {
             return match registry::get("codegen.llvm_target_enabled") {
-                Some(f) => Ok(matches!(f.call(&[Value::Str(t.to_owned())])?, Value::Int(x) if x != 0)),
+                Some(f) => Ok(matches!(f.call(&[Value::str(t.to_owned())])?, Value::Int(x) if x != 0)),
                 None => Ok(false),
             };
         }

@@ -30,7 +30,7 @@ pub(super) fn register(r: &mut Registrar<'_>) {
                 Ok((name, arr))
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok(Value::Bytes(save_params(&params)?))
+        Ok(Value::bytes(save_params(&params)?))
     });
     r.func("runtime.LoadParams", |a| {
         a.expect_len("runtime.LoadParams", 1)?;
@@ -47,7 +47,7 @@ pub(super) fn register(r: &mut Registrar<'_>) {
     });
     r.func("runtime.ModuleGetTypeKey", |a| {
         a.expect_len("runtime.ModuleGetTypeKey", 1)?;
-        Ok(Value::Str(module_arg(a, 0)?.type_key().to_owned()))
+        Ok(Value::str(module_arg(a, 0)?.type_key().to_owned()))
     });
     r.func("runtime.ModuleImportsSize", |a| {
         a.expect_len("runtime.ModuleImportsSize", 1)?;
@@ -69,7 +69,7 @@ pub(super) fn register(r: &mut Registrar<'_>) {
     });
     r.func("runtime.ModuleGetSource", |a| {
         a.expect_len("runtime.ModuleGetSource", 2)?;
-        Ok(Value::Str(module_arg(a, 0)?.node().get_source(&a.string(1)?)?))
+        Ok(Value::str(module_arg(a, 0)?.node().get_source(&a.string(1)?)?))
     });
     r.func("support.GetLibInfo", |_| {
         let info = [

@@ -201,7 +201,7 @@ pub fn load_from_file(path: &str, format: &str) -> Result<Module> {
              Ensure that you have loaded the correct runtime code, and that you are on the correct hardware architecture."
         ))
     })?;
-    match loader.call(&[Value::Str(path.to_owned()), Value::Str(format.to_owned())])? {
+    match loader.call(&[Value::str(path.to_owned()), Value::str(format.to_owned())])? {
         Value::Module(m) => Ok(m),
         other => Err(Error::tvm(format!(
             "{loader_name} returned {} instead of a module",
@@ -222,7 +222,7 @@ mod tests {
         fn get_function(&self, name: &str, this: &Module) -> Result<Option<PackedFunc>> {
             let key = self.0;
             let keep = this.clone();
-            Ok((name == key).then(|| PackedFunc::from_fn(move |_| Ok(Value::Str(keep.type_key().to_owned())))))
+            Ok((name == key).then(|| PackedFunc::from_fn(move |_| Ok(Value::str(keep.type_key().to_owned())))))
         }
         fn as_any(&self) -> &dyn Any {
             self
@@ -240,7 +240,7 @@ mod tests {
         assert!(a.get_function("c", false).unwrap().is_none());
         let f = a.get_function("c", true).unwrap().unwrap();
         drop((a, b, c));
-        assert!(matches!(f.call(&[]).unwrap(), Value::Str(s) if s == "c"));
+        assert!(matches!(f.call(&[]).unwrap(), Value::Str(s) if s.as_str() == "c"));
     }
 
     #[test]

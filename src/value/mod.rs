@@ -108,19 +108,36 @@ pub enum Value {
     Object(ObjectRef),
     /// A module.
     Module(Module),
-    /// A function.
-    Func(PackedFunc),
+    /// A function (boxed: a function handle is the address of a `PackedFunc`).
+    Func(Box<PackedFunc>),
     /// An NDArray.
     NDArray(NDArray),
-    /// A string.
-    Str(String),
-    /// Bytes.
-    Bytes(Vec<u8>),
+    /// A string (boxed to keep `Value` two words wide).
+    Str(Box<String>),
+    /// Bytes (boxed likewise).
+    Bytes(Box<Vec<u8>>),
     /// An extension value (codes 15..127), copied bit-wise.
     Ext(c_int, TVMValue),
 }
 
+const _: () = assert!(std::mem::size_of::<Value>() == 16);
+
 impl Value {
+    /// A string value.
+    pub fn str(s: impl Into<String>) -> Value {
+        Value::Str(Box::new(s.into()))
+    }
+
+    /// A bytes value.
+    pub fn bytes(b: Vec<u8>) -> Value {
+        Value::Bytes(Box::new(b))
+    }
+
+    /// A function value.
+    pub fn func(f: PackedFunc) -> Value {
+        Value::Func(Box::new(f))
+    }
+
     /// Wraps an object with the right variant for its type.
     pub fn from_object(obj: ObjectRef) -> Value {
         match obj.type_index() {
@@ -169,7 +186,7 @@ impl Value {
     /// A String object's or a string's text.
     pub fn as_str(&self) -> Option<String> {
         match self {
-            Value::Str(s) => Some(s.clone()),
+            Value::Str(s) => Some(String::clone(s)),
             Value::Object(o) => o.downcast::<StringObj>().map(StringObj::to_string_lossy),
             _ => None,
         }
@@ -187,6 +204,7 @@ pub struct Args<'a> {
 ///
 /// # Safety
 /// When `len > 0`, `ptr` points to `len` readable elements valid for `'a`.
+#[inline]
 pub unsafe fn slice_from_raw<'a, T>(ptr: *const T, len: usize) -> Result<&'a [T]> {
     if len == 0 {
         return Ok(&[]);
@@ -204,6 +222,7 @@ impl<'a> Args<'a> {
     /// # Safety
     /// `values`/`codes` point to `num_args` elements (or may be NULL when `num_args == 0`), and
     /// every value is valid for its code (live handles, NUL-terminated strings) for `'a`.
+    #[inline]
     pub unsafe fn from_raw(values: *const TVMValue, codes: *const c_int, num_args: c_int) -> Result<Args<'a>> {
         let n = usize::try_from(num_args).map_err(|_| Error::value(format!("negative num_args {num_args}")))?;
         // SAFETY: per contract.
@@ -487,9 +506,9 @@ impl<'a> Args<'a> {
             code::DEVICE => Value::Device(unsafe { v.v_device }),
             code::DLTENSOR => Value::DLTensor(unsafe { v.v_handle }.cast()),
             code::OBJECT | code::RVALUE_REF | code::MODULE | code::NDARRAY => Value::from_opt_object(self.object(i)?),
-            code::FUNC => self.func(i)?.map_or(Value::Null, Value::Func),
-            code::STR => Value::Str(self.string(i)?),
-            code::BYTES => Value::Bytes(self.bytes(i)?),
+            code::FUNC => self.func(i)?.map_or(Value::Null, Value::func),
+            code::STR => Value::str(self.string(i)?),
+            code::BYTES => Value::bytes(self.bytes(i)?),
             c if (code::EXT_BEGIN..code::EXT_END).contains(&c) => Value::Ext(c, v),
             c => return Err(Error::value(format!("unknown type_code={c}"))),
         })
@@ -561,13 +580,8 @@ mod tests {
 
     #[test]
     fn coercions() {
-        let vals = [
-            Value::Int(3),
-            Value::Float(1.5),
-            Value::Str("float32".into()),
-            Value::Null,
-            Value::Bytes(b"a\0b".to_vec()),
-        ];
+        let vals =
+            [Value::Int(3), Value::Float(1.5), Value::str("float32"), Value::Null, Value::bytes(b"a\0b".to_vec())];
         let buf = ArgsBuf::new(&vals);
         let a = buf.args();
         assert_eq!(a.i64(0).unwrap(), 3);
@@ -579,7 +593,7 @@ mod tests {
         assert_eq!(a.bytes(4).unwrap(), b"a\0b");
         assert!(a.func(3).unwrap().is_none());
         assert!(a.i64(9).is_err());
-        assert!(matches!(a.get(2).unwrap(), Value::Str(s) if s == "float32"));
+        assert!(matches!(a.get(2).unwrap(), Value::Str(s) if s.as_str() == "float32"));
     }
 
     #[test]
