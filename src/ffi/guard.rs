@@ -1,6 +1,6 @@
 //! The one guard around every export: panics and errors become TVM's return codes.
 
-use crate::error::{set_last, set_last_error, Error, Result};
+use crate::error::{set_last, set_last_error, Result};
 use std::any::Any;
 use std::ffi::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -57,7 +57,7 @@ pub fn guard_void(body: impl FnOnce()) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::last_error_message;
+    use crate::error::{last_error_message, Error};
 
     #[test]
     fn codes_and_messages() {
