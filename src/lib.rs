@@ -9,6 +9,7 @@ pub mod abi;
 pub mod backend_env;
 pub mod device;
 pub mod error;
+pub mod executor;
 pub mod ffi;
 pub mod function;
 pub mod globals;

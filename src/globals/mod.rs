@@ -12,4 +12,5 @@ pub fn register_builtins(r: &mut Registrar<'_>) {
     containers::register(r);
     device::register(r);
     misc::register(r);
+    crate::executor::register(r);
 }

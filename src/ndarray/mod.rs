@@ -20,6 +20,8 @@ enum Source {
     DLPack(*mut DLManagedTensor),
     /// A view of another array's data, kept alive by this reference.
     View(#[expect(dead_code, reason = "held only to keep the base alive")] NDArray),
+    /// Memory owned elsewhere for the array's whole life (linked parameters); never freed.
+    External,
 }
 
 /// The body of an NDArray object.
@@ -62,7 +64,7 @@ impl Drop for NDArrayObj {
                     unsafe { del(m) };
                 }
             }
-            Source::View(_) => {}
+            Source::View(_) | Source::External => {}
         }
     }
 }
@@ -138,6 +140,22 @@ impl NDArray {
             manager_ctx: ctx.cast(),
             deleter: Some(deleter),
         }))
+    }
+
+    /// An array over memory owned elsewhere (never freed by the array), such as a linked
+    /// parameter inside a loaded library.
+    pub fn from_external(data: *mut c_void, shape: &[i64], dtype: DLDataType, dev: DLDevice) -> Result<NDArray> {
+        device::shape_bytes(shape, dtype)?;
+        let tensor = DLTensor {
+            data,
+            device: dev,
+            ndim: 0,
+            dtype,
+            shape: std::ptr::null_mut(),
+            strides: std::ptr::null_mut(),
+            byte_offset: 0,
+        };
+        Ok(Self::make(tensor, shape.to_vec(), Source::External))
     }
 
     /// A view of this array's data with another shape/dtype (must not be larger).

@@ -89,6 +89,21 @@ pub fn save_params(params: &[(String, NDArray)]) -> Result<Vec<u8>> {
     Ok(w.buf)
 }
 
+/// The names of a params blob (header and names only, as `share_params` reads it).
+pub fn load_param_names(blob: &[u8]) -> Result<Vec<String>> {
+    let invalid = |_| Error::value("Invalid parameters file format");
+    let mut r = Reader::new(blob, "params");
+    if r.u64().map_err(invalid)? != PARAMS_MAGIC {
+        return Err(Error::value("Invalid parameters file format"));
+    }
+    r.u64().map_err(invalid)?;
+    let names = r.vec_string().map_err(invalid)?;
+    if r.u64().map_err(invalid)? != names.len() as u64 {
+        return Err(Error::value("Invalid parameters file format"));
+    }
+    Ok(names)
+}
+
 /// Parses a params blob into named CPU arrays, in file order.
 pub fn load_params(blob: &[u8]) -> Result<Vec<(String, NDArray)>> {
     let invalid = |_| Error::value("Invalid parameters file format");

@@ -1,0 +1,107 @@
+//! A minimal `runtime.profiling.Report` object: the profiler's JSON text, with the
+//! `runtime.profiling.AsJSON`/`AsTable`/`AsCSV`/`FromJSON` globals over it.
+
+use crate::error::{Error, Result};
+use crate::object::{type_key2index, ObjectRef, StringObj};
+use crate::registry::Registrar;
+use crate::value::{Args, Value};
+
+/// The body of a Report object.
+pub struct Report {
+    /// `{"calls": [...], "device_metrics": {...}}`.
+    pub json: String,
+}
+
+impl Report {
+    /// A new Report object.
+    pub fn new_object(json: String) -> ObjectRef {
+        let idx = type_key2index("runtime.profiling.Report").unwrap_or(crate::object::index::DYNAMIC);
+        ObjectRef::alloc(idx, Report { json })
+    }
+}
+
+fn report_arg(a: &Args<'_>) -> Result<String> {
+    let o = a.object(0)?.ok_or_else(|| Error::value("expected a runtime.profiling.Report"))?;
+    let idx = type_key2index("runtime.profiling.Report")?;
+    // SAFETY: every object of the Report type index is made by `Report::new_object`.
+    let r = unsafe { o.downcast_index::<Report>(idx) };
+    r.map(|r| r.json.clone()).ok_or_else(|| Error::type_error("expected a runtime.profiling.Report"))
+}
+
+fn metric_text(v: &serde_json::Value) -> String {
+    let Some(obj) = v.as_object() else { return v.to_string() };
+    if let Some(s) = obj.get("string").and_then(|s| s.as_str()) {
+        return s.to_owned();
+    }
+    if let Some(c) = obj.get("count") {
+        return c.to_string();
+    }
+    if let Some(us) = obj.get("microseconds").and_then(|x| x.as_f64()) {
+        return format!("{us:.2}");
+    }
+    if let Some(p) = obj.get("percent").and_then(|x| x.as_f64()) {
+        return format!("{p:.2}");
+    }
+    v.to_string()
+}
+
+fn rows(json: &str) -> Result<(Vec<String>, Vec<Vec<String>>)> {
+    let v: serde_json::Value = serde_json::from_str(json).map_err(|e| Error::value(format!("bad report: {e}")))?;
+    let calls = v.get("calls").and_then(|c| c.as_array()).cloned().unwrap_or_default();
+    let mut cols: Vec<String> = Vec::new();
+    for c in &calls {
+        for k in c.as_object().into_iter().flatten().map(|(k, _)| k) {
+            if !cols.contains(k) {
+                cols.push(k.clone());
+            }
+        }
+    }
+    let rows =
+        calls.iter().map(|c| cols.iter().map(|k| c.get(k).map(metric_text).unwrap_or_default()).collect()).collect();
+    Ok((cols, rows))
+}
+
+/// Registers the report globals.
+pub fn register(r: &mut Registrar<'_>) {
+    r.func("runtime.profiling.AsJSON", |a| Ok(Value::Object(StringObj::new_object(report_arg(a)?.as_bytes()))));
+    r.func("runtime.profiling.FromJSON", |a| {
+        let text = a.string(0)?;
+        serde_json::from_str::<serde_json::Value>(&text).map_err(|e| Error::value(format!("bad report JSON: {e}")))?;
+        Ok(Value::Object(Report::new_object(text)))
+    });
+    r.func("runtime.profiling.AsCSV", |a| {
+        let (cols, rows) = rows(&report_arg(a)?)?;
+        let mut out = cols.join(",");
+        out.push('\n');
+        for r in rows {
+            out.push_str(&r.join(","));
+            out.push('\n');
+        }
+        Ok(Value::Object(StringObj::new_object(out.as_bytes())))
+    });
+    r.func("runtime.profiling.AsTable", |a| {
+        let (cols, rows) = rows(&report_arg(a)?)?;
+        let widths: Vec<usize> = cols
+            .iter()
+            .enumerate()
+            .map(|(i, c)| rows.iter().map(|r| r[i].len()).chain([c.len()]).max().unwrap_or(0))
+            .collect();
+        let line = |cells: &[String]| {
+            cells
+                .iter()
+                .zip(&widths)
+                .map(|(c, w)| format!("{c:<w$}"))
+                .collect::<Vec<_>>()
+                .join("  ")
+                .trim_end()
+                .to_owned()
+        };
+        let mut out = line(&cols);
+        out.push('\n');
+        for r in &rows {
+            out.push_str(&line(r));
+            out.push('\n');
+        }
+        Ok(Value::Object(StringObj::new_object(out.as_bytes())))
+    });
+}
