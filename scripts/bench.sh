@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Side-by-side benchmarks with ../shared/tools/rtprobe.c: builds the probe against our headers
+# and runs each measurement against our library and, when REF_LIB_DIR names a directory with
+# TVM's own libtvm_runtime.so (built by hand from v0.8.0), against it in the same run.
+# Prints medians. Usage: [REF_LIB_DIR=...] [RUNS=5] scripts/bench.sh [call|launch|idle|op|graph|load ...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+FIX="${TVM_FIXTURES:-$PWD/../shared/fixtures}"
+PROBE_SRC="${PROBE_SRC:-$PWD/../shared/tools/rtprobe.c}"
+RUNS="${RUNS:-5}"
+cargo build --release --quiet
+mkdir -p build/bench
+cc -O2 -Iinclude "$PROBE_SRC" -o build/bench/rtprobe -Ltarget/release -ltvm_runtime -lm
+libs=("ours:$PWD/target/release")
+[ -n "${REF_LIB_DIR:-}" ] && libs+=("tvm:$REF_LIB_DIR")
+
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+
+run() { # name env... -- args...
+  local name=$1; shift
+  local envs=()
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
+  for l in "${libs[@]}"; do
+    local tag=${l%%:*} dir=${l#*:}
+    local vals=()
+    for _ in $(seq "$RUNS"); do
+      vals+=("$(cd "$FIX" && env "${envs[@]}" LD_LIBRARY_PATH="$dir" "$PROBE" "$@" | awk '{print $2}' | head -1)")
+    done
+    printf '%-28s %-5s %s\n' "$name" "$tag" "$(printf '%s\n' "${vals[@]}" | median)"
+  done
+}
+PROBE="$PWD/build/bench/rtprobe"
+[ -d "$FIX" ] || { echo "fixtures not found at $FIX"; exit 1; }
+what=("$@"); [ ${#what[@]} -eq 0 ] && what=(call launch)
+for w in "${what[@]}"; do
+  case $w in
+    call) run "call_ns" -- call 1000000 ;;
+    launch) run "launch_ns(2 threads)" TVM_NUM_THREADS=2 -- launch 100000
+            run "launch_ns(default)" -u TVM_NUM_THREADS -u OMP_NUM_THREADS -- launch 100000 ;;
+    idle) run "idle_cpu_ms(2 threads)" TVM_NUM_THREADS=2 -- idle 10000 ;;
+    op) for t in 1 2; do run "matmul_ms($t threads)" TVM_NUM_THREADS=$t -- op matmul_packed.so matmul_packed 50 matmul_packed.A.npy matmul_packed.B.npy matmul_packed.C.npy; done ;;
+    graph) for m in resnet18 mobilenet; do run "${m}_ms(2 threads)" TVM_NUM_THREADS=2 -- graph $m.so $m.input.data.npy $m.output.0.npy 20; done ;;
+    load) for m in add_one resnet18; do run "load_${m}" -- load $m.so; done ;;
+  esac
+done
