@@ -3,6 +3,7 @@
  * under CI=true, where a missing fixture fails. */
 #ifndef TVM_RS_CTEST_UTIL_H_
 #define TVM_RS_CTEST_UTIL_H_
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,5 +85,50 @@ static inline int call_global(const char* name, TVMValue* args, int* codes, int 
   int r = TVMFuncCall(f, args, codes, n, rv, rc);
   TVMFuncFree(f);
   return r;
+}
+/* A float32 .npy file (C order). */
+typedef struct {
+  int ndim;
+  int64_t shape[8];
+  float* data;
+  size_t n;
+} Npy;
+
+static inline int load_npy(const char* path, Npy* out) {
+  size_t size = 0;
+  unsigned char* buf = read_file(path, &size);
+  memset(out, 0, sizeof *out);
+  if (buf == NULL || size < 10) { free(buf); return -1; }
+  size_t hl = (size_t)buf[8] | ((size_t)buf[9] << 8);
+  char* h = (char*)calloc(hl + 1, 1);
+  memcpy(h, buf + 10, hl);
+  char* s = strstr(h, "'shape': (");
+  if (strstr(h, "'<f4'") == NULL || s == NULL) { free(h); free(buf); return -1; }
+  s += 10;
+  out->n = 1;
+  while (*s && *s != ')' && out->ndim < 8) {
+    long v = strtol(s, &s, 10);
+    out->shape[out->ndim++] = v;
+    out->n *= (size_t)v;
+    while (*s == ',' || *s == ' ') s++;
+  }
+  out->data = (float*)malloc(out->n * sizeof(float) + 1);
+  if (10 + hl + out->n * 4 > size) { free(h); free(buf); return -1; }
+  memcpy(out->data, buf + 10 + hl, out->n * 4);
+  free(h);
+  free(buf);
+  return 0;
+}
+
+/* Largest violation of |got - want| <= atol + rtol * |want| (0 when all close). */
+static inline double allclose_excess(const float* got, const float* want, size_t n, double rtol, double atol) {
+  double worst = 0;
+  for (size_t i = 0; i < n; i++) {
+    double d = got[i] - want[i];
+    if (d < 0) d = -d;
+    double lim = atol + rtol * (want[i] < 0 ? -want[i] : want[i]);
+    if (!(d <= lim) && (d - lim > worst || d != d)) worst = (d != d) ? 1e30 : d - lim;
+  }
+  return worst;
 }
 #endif

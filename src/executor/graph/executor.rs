@@ -429,6 +429,14 @@ impl GraphExecutor {
         let mut st = self.state.lock();
         self.make_private(&mut st, eid)?;
         let name = &self.graph.nodes[self.graph.arg_nodes[idx] as usize].name;
+        let want = st.data_entry[eid].dtype();
+        if from.dtype != want {
+            return Err(Error::value(format!(
+                "input {name}: dtype {} does not match the graph's {}",
+                dtype::format(from.dtype).unwrap_or_default(),
+                dtype::format(want).unwrap_or_default()
+            )));
+        }
         copy_tensor(from, st.data_entry[eid].tensor(), std::ptr::null_mut())
             .map_err(|e| e.context(format!("input {name}")))
     }
@@ -540,10 +548,20 @@ impl GraphExecutor {
 
     /// `load_params`: copies every named array that is an input.
     pub fn load_params(&self, blob: &[u8]) -> Result<()> {
-        for (name, arr) in crate::ndarray::serialize::load_params(blob)? {
-            if let Some(idx) = self.input_index(&name) {
+        let params = crate::ndarray::serialize::load_params(blob)?;
+        let mut matched = 0;
+        for (name, arr) in &params {
+            if let Some(idx) = self.input_index(name) {
                 self.set_input(idx, arr.tensor()).map_err(|e| e.context(format!("param {name}")))?;
+                matched += 1;
             }
+        }
+        if matched == 0 && !params.is_empty() {
+            return Err(Error::value(format!(
+                "load_params: none of the {} params ({}, ...) is an input of this graph",
+                params.len(),
+                params[0].0
+            )));
         }
         Ok(())
     }
@@ -793,6 +811,11 @@ fn index_or_name(args: &Args<'_>, i: usize, map: impl Fn(&str) -> Option<usize>)
     }
 }
 
+/// An unknown name is an error naming it (TVM v0.8 silently ignores it).
+fn known(a: &Args<'_>, what: &str, idx: Option<usize>) -> Result<usize> {
+    idx.ok_or_else(|| Error::key(format!("the graph has no {what} named {}", a.string(0).unwrap_or_default())))
+}
+
 fn tensor_arg<'a>(args: &Args<'a>, i: usize) -> Result<&'a DLTensor> {
     let p = args.dltensor(i)?;
     // SAFETY: codes 7/13 carry a live DLTensor for the duration of the call (Args contract).
@@ -816,22 +839,16 @@ pub fn get_function(exec: &GraphExecutor, name: &str, this: &Module) -> Option<P
     }
     Some(match name {
         "set_input" => with(|e, a| {
-            if let Some(idx) = index_or_name(a, 0, |n| e.input_index(n))? {
-                e.set_input(idx, tensor_arg(a, 1)?)?;
-            }
-            Ok(Value::Null)
+            let idx = known(a, "input", index_or_name(a, 0, |n| e.input_index(n))?)?;
+            e.set_input(idx, tensor_arg(a, 1)?).map(|()| Value::Null)
         }),
         "set_input_zero_copy" => with(|e, a| {
-            if let Some(idx) = index_or_name(a, 0, |n| e.input_index(n))? {
-                e.set_input_zero_copy(idx, tensor_arg(a, 1)?)?;
-            }
-            Ok(Value::Null)
+            let idx = known(a, "input", index_or_name(a, 0, |n| e.input_index(n))?)?;
+            e.set_input_zero_copy(idx, tensor_arg(a, 1)?).map(|()| Value::Null)
         }),
         "set_output_zero_copy" => with(|e, a| {
-            if let Some(idx) = index_or_name(a, 0, |n| e.output_index(n))? {
-                e.set_output_zero_copy(idx, tensor_arg(a, 1)?)?;
-            }
-            Ok(Value::Null)
+            let idx = known(a, "output", index_or_name(a, 0, |n| e.output_index(n))?)?;
+            e.set_output_zero_copy(idx, tensor_arg(a, 1)?).map(|()| Value::Null)
         }),
         "get_output" => with(|e, a| {
             let idx = usize::try_from(a.i64(0)?).map_err(|_| Error::index("negative output index"))?;
