@@ -14,6 +14,10 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq && apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
+python3 -c "import numpy, pytest" >/dev/null 2>&1 || {
+  echo "== installing numpy, pytest"
+  python3 -m pip install -q "numpy<3" pytest >/dev/null 2>&1 || python3 -m pip install -q --break-system-packages "numpy<3" pytest >/dev/null
+}
 rustup component list --installed 2>/dev/null | grep -q rustfmt || rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
 echo "== cargo fmt --check"
@@ -24,6 +28,9 @@ echo "== cargo test (unit, integration, header drift)"
 cargo test --quiet
 echo "== cargo build --release"
 cargo build --release --quiet
+
+echo "== python ctypes FFI test"
+python3 -m pytest -q tests/python
 
 for flavour in plain asan; do
   dir="build/ctests-$flavour"
