@@ -64,6 +64,6 @@ pub fn to_c(v: Value) -> Result<(TVMValue, c_int)> {
         Value::NDArray(a) => (TVMValue { v_handle: a.into_handle().cast::<c_void>() }, code::NDARRAY),
         Value::Str(s) => (TVMValue { v_str: slot_str(s.as_bytes()) }, code::STR),
         Value::Bytes(b) => (TVMValue { v_handle: slot_bytes(&b).cast() }, code::BYTES),
-        Value::Ext(c, x) => (x, c),
+        Value::Ext(e) => (e.1, e.0),
     })
 }

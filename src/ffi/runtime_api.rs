@@ -85,6 +85,7 @@ pub unsafe extern "C" fn TVMModLoadFromFile(
     out: *mut TVMModuleHandle,
 ) -> c_int {
     guard(|| {
+        super::slots::install()?;
         // SAFETY: per contract.
         let path = unsafe { cstr(file_name, "file_name")? };
         // SAFETY: per contract.
@@ -227,7 +228,7 @@ pub unsafe extern "C" fn TVMCFuncSetReturn(
         let (v, c) = unsafe { (*value, *type_code) };
         // Plain values are the common case (a callback returning an int or a handle).
         // SAFETY (each arm): the code says which union member is valid.
-        *slot = match c {
+        slot.set(match c {
             code::INT => Value::Int(unsafe { v.v_int64 }),
             code::FLOAT => Value::Float(unsafe { v.v_float64 }),
             code::HANDLE => Value::Handle(unsafe { v.v_handle }),
@@ -235,7 +236,7 @@ pub unsafe extern "C" fn TVMCFuncSetReturn(
             code::DEVICE => Value::Device(unsafe { v.v_device }),
             // SAFETY: per contract.
             _ => unsafe { Args::from_raw(value, type_code, 1)? }.get(0)?,
-        };
+        });
         Ok(())
     })
 }
@@ -343,6 +344,7 @@ pub unsafe extern "C" fn TVMFuncRegisterGlobal(name: *const c_char, f: TVMFuncti
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn TVMFuncGetGlobal(name: *const c_char, out: *mut TVMFunctionHandle) -> c_int {
     guard(|| {
+        super::slots::install()?;
         // SAFETY: per contract.
         let name = unsafe { cstr(name, "name")? };
         // SAFETY: per contract.

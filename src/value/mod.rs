@@ -85,7 +85,12 @@ pub fn is_known_code(c: c_int) -> bool {
 pub const NDARRAY_HANDLE_OFFSET: usize = 16;
 
 /// An owned value.
+///
+/// `repr(C, u8)` puts every payload at offset 8, so moving a value is two aligned 8-byte
+/// copies (Rust's default layout packs small payloads at offset 2, and copying such a value
+/// right after an 8-byte store of its payload stalls on store forwarding).
 #[derive(Clone, Debug, Default)]
+#[repr(C, u8)]
 pub enum Value {
     /// No value (`kTVMNullptr`).
     #[default]
@@ -116,8 +121,9 @@ pub enum Value {
     Str(Box<String>),
     /// Bytes (boxed likewise).
     Bytes(Box<Vec<u8>>),
-    /// An extension value (codes 15..127), copied bit-wise.
-    Ext(c_int, TVMValue),
+    /// An extension value (codes 15..127), copied bit-wise (boxed: rare, and it would double
+    /// the size of every value).
+    Ext(Box<(c_int, TVMValue)>),
 }
 
 const _: () = assert!(std::mem::size_of::<Value>() == 16);
@@ -131,6 +137,11 @@ impl Value {
     /// A bytes value.
     pub fn bytes(b: Vec<u8>) -> Value {
         Value::Bytes(Box::new(b))
+    }
+
+    /// An extension value (codes 15..127).
+    pub fn ext(code: c_int, v: TVMValue) -> Value {
+        Value::Ext(Box::new((code, v)))
     }
 
     /// A function value.
@@ -152,6 +163,33 @@ impl Value {
         obj.map_or(Value::Null, Value::from_object)
     }
 
+    /// Whether dropping this value releases something (a reference, a box).
+    #[inline]
+    pub fn owns_resources(&self) -> bool {
+        matches!(
+            self,
+            Value::Object(_)
+                | Value::Module(_)
+                | Value::Func(_)
+                | Value::NDArray(_)
+                | Value::Str(_)
+                | Value::Bytes(_)
+                | Value::Ext(_)
+        )
+    }
+
+    /// Replaces this value, skipping the drop call when the old one owns nothing (the return
+    /// slot of a call usually holds a plain value).
+    #[inline]
+    pub fn set(&mut self, v: Value) {
+        let old = std::mem::replace(self, v);
+        if old.owns_resources() {
+            drop(old);
+        } else {
+            std::mem::forget(old);
+        }
+    }
+
     /// The type code of this value.
     pub fn type_code(&self) -> c_int {
         match self {
@@ -169,7 +207,7 @@ impl Value {
             Value::NDArray(_) => code::NDARRAY,
             Value::Str(_) => code::STR,
             Value::Bytes(_) => code::BYTES,
-            Value::Ext(c, _) => *c,
+            Value::Ext(e) => e.0,
         }
     }
 
@@ -509,7 +547,7 @@ impl<'a> Args<'a> {
             code::FUNC => self.func(i)?.map_or(Value::Null, Value::func),
             code::STR => Value::str(self.string(i)?),
             code::BYTES => Value::bytes(self.bytes(i)?),
-            c if (code::EXT_BEGIN..code::EXT_END).contains(&c) => Value::Ext(c, v),
+            c if (code::EXT_BEGIN..code::EXT_END).contains(&c) => Value::ext(c, v),
             c => return Err(Error::value(format!("unknown type_code={c}"))),
         })
     }
@@ -558,7 +596,7 @@ impl ArgsBuf {
                     b.byte_arrays.push(ba);
                     TVMValue { v_handle: p }
                 }
-                Value::Ext(_, x) => *x,
+                Value::Ext(e) => e.1,
             };
             b.values.push(tv);
             b.codes.push(v.type_code());
