@@ -13,7 +13,7 @@ static TVMFunctionHandle get_fn(TVMModuleHandle m, const char* name) {
   return f;
 }
 
-/* Calls f(args...) and returns the status; result in *rv/*rc. */
+/* Calls f(args...) and returns the status; the result goes to rv and rc. */
 static int callf(TVMFunctionHandle f, TVMValue* v, int* c, int n, TVMValue* rv, int* rc) {
   TVMValue r; int k;
   return TVMFuncCall(f, v, c, n, rv ? rv : &r, rc ? rc : &k);
@@ -162,6 +162,9 @@ static void test_split_mlp(void) {
   ERR(callf(lp, &pv, &pc, 1, NULL, NULL));
   /* Graph JSON with a missing field / an op the library lacks. */
   v[0].v_str = "{\"nodes\": [], \"heads\": []}"; c[0] = kTVMStr;
+  v[1].v_handle = lib; c[1] = kTVMModuleHandle;
+  v[2].v_int64 = kDLCPU; c[2] = kTVMArgInt;
+  v[3].v_int64 = 0; c[3] = kTVMArgInt;
   ERR_HAS(call_global("tvm.graph_executor.create", v, c, 4, &rv, &rc), "arg_nodes");
   char* renamed = strdup((const char*)json);
   char* fn = strstr(renamed, "\"func_name\": \"");

@@ -32,6 +32,7 @@ impl Entry {
 type Map = HashMap<String, Entry>;
 
 /// Entries replaced or removed after a borrowed pointer to them was handed out.
+#[expect(clippy::vec_box, reason = "the boxes keep the addresses handed to generated code")]
 static RETIRED: Mutex<Vec<Box<PackedFunc>>> = Mutex::new(Vec::new());
 
 fn retire(old: Option<Entry>) {

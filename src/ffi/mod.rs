@@ -14,3 +14,4 @@ pub mod ndarray;
 pub mod object;
 pub mod ret;
 pub mod runtime_api;
+pub mod slots;

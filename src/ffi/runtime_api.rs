@@ -227,16 +227,19 @@ pub unsafe extern "C" fn TVMCFuncSetReturn(
         // SAFETY: per contract, one readable value and code.
         let (v, c) = unsafe { (*value, *type_code) };
         // Plain values are the common case (a callback returning an int or a handle).
-        // SAFETY (each arm): the code says which union member is valid.
-        slot.set(match c {
-            code::INT => Value::Int(unsafe { v.v_int64 }),
-            code::FLOAT => Value::Float(unsafe { v.v_float64 }),
-            code::HANDLE => Value::Handle(unsafe { v.v_handle }),
-            code::NULL => Value::Null,
-            code::DEVICE => Value::Device(unsafe { v.v_device }),
-            // SAFETY: per contract.
-            _ => unsafe { Args::from_raw(value, type_code, 1)? }.get(0)?,
-        });
+        // SAFETY: the code says which union member is valid; other codes go through `Args`,
+        // whose contract the caller's promise covers.
+        let v = unsafe {
+            match c {
+                code::INT => Value::Int(v.v_int64),
+                code::FLOAT => Value::Float(v.v_float64),
+                code::HANDLE => Value::Handle(v.v_handle),
+                code::NULL => Value::Null,
+                code::DEVICE => Value::Device(v.v_device),
+                _ => Args::from_raw(value, type_code, 1)?.get(0)?,
+            }
+        };
+        slot.set(v);
         Ok(())
     })
 }

@@ -12,5 +12,6 @@ pub fn register_builtins(r: &mut Registrar<'_>) {
     containers::register(r);
     device::register(r);
     misc::register(r);
+    crate::module::globals::register(r);
     crate::executor::register(r);
 }

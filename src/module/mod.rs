@@ -2,6 +2,10 @@
 //! (type index 1) with its import list, and loading by format through the registry's
 //! `runtime.module.loadfile_<fmt>` loaders.
 
+pub mod blob;
+pub mod dso;
+pub mod globals;
+pub mod library;
 pub mod system_lib;
 
 use crate::error::{Error, Result};
@@ -207,6 +211,40 @@ pub fn load_from_file(path: &str, format: &str) -> Result<Module> {
             "{loader_name} returned {} instead of a module",
             crate::value::code_name(other.type_code())
         ))),
+    }
+}
+
+/// A module made of given functions (`runtime.ModuleFromFunctions`): lets code outside the
+/// runtime (a C blob loader, a test) make a module of any type key.
+pub struct FunctionModule {
+    type_key: String,
+    funcs: HashMap<String, PackedFunc>,
+}
+
+impl FunctionModule {
+    /// An empty module of kind `type_key`.
+    pub fn new(type_key: impl Into<String>) -> FunctionModule {
+        FunctionModule { type_key: type_key.into(), funcs: HashMap::new() }
+    }
+
+    /// Adds (or replaces) function `name`.
+    pub fn add(&mut self, name: impl Into<String>, f: PackedFunc) -> &mut Self {
+        self.funcs.insert(name.into(), f);
+        self
+    }
+}
+
+impl ModuleNode for FunctionModule {
+    fn type_key(&self) -> &str {
+        &self.type_key
+    }
+
+    fn get_function(&self, name: &str, _this: &Module) -> Result<Option<PackedFunc>> {
+        Ok(self.funcs.get(name).cloned())
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
     }
 }
 

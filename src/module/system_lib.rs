@@ -42,3 +42,66 @@ pub fn register_symbol(name: &str, ptr: *mut c_void) {
 pub fn lookup(name: &str) -> Option<*mut c_void> {
     table().lock().symbols.get(name).map(|&a| a as *mut c_void)
 }
+
+thread_local! {
+    /// Set while this thread builds the system library (a blob loader calling
+    /// `runtime.SystemLib` would otherwise wait for itself).
+    static BUILDING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// `runtime.SystemLib()`: the process-wide system library module (backend.md §3), built on the
+/// first successful call and then returned forever.
+///
+/// Building follows the DSO loading sequence with the symbol table for `dlsym`: the context
+/// slots registered in the table are filled, a registered `__tvm_dev_mblob` is processed (its
+/// length checked against the readable memory at its address), and the library's module is
+/// written into every variable registered as `__tvm_module_ctx` (each `--system-lib` object
+/// registers its own). The module's function lookups consult the table at call time, so
+/// symbols registered later are found; their objects' `__tvm_module_ctx` stays NULL, which
+/// `TVMBackendGetFuncFromEnv` treats as "global registry only". A failed build is not cached.
+pub fn system_lib() -> crate::error::Result<super::Module> {
+    use super::library::{self, LibraryModule, Symbols};
+    use super::{blob, dso, Module};
+    use crate::error::Error;
+
+    static LIB: Mutex<Option<Module>> = Mutex::new(None);
+    if BUILDING.with(|b| b.get()) {
+        return Err(Error::tvm("runtime.SystemLib was called while the system library is being built"));
+    }
+    let mut slot = LIB.lock();
+    if let Some(m) = slot.as_ref() {
+        return Ok(m.clone());
+    }
+    struct Building;
+    impl Drop for Building {
+        fn drop(&mut self) {
+            BUILDING.with(|b| b.set(false));
+        }
+    }
+    BUILDING.with(|b| b.set(true));
+    let _building = Building;
+
+    library::fill_context_slots(&lookup)?;
+    let make_lib = || Module::new(LibraryModule::new(Symbols::SystemLib));
+    let (root, dso_module) = match lookup(super::blob::BLOB_SYMBOL) {
+        Some(addr) => {
+            // SAFETY: a registered blob is a static of a linked `--system-lib` object, alive for
+            // the whole process; at most its readable extent is read.
+            let bytes = unsafe { library::blob_at(addr, dso::readable_extent(addr)) }?;
+            let tree = blob::process(blob::frame(bytes)?, &make_lib).map_err(|e| e.context("system library"))?;
+            (tree.root, tree.dso_module)
+        }
+        None => {
+            let m = make_lib();
+            (m.clone(), Some(m))
+        }
+    };
+    if let Some(m) = &dso_module {
+        let ctx_vars = table().lock().module_ctx.clone();
+        for addr in ctx_vars {
+            library::write_module_ctx(addr as *mut c_void, m)?;
+        }
+    }
+    *slot = Some(root.clone());
+    Ok(root)
+}

@@ -502,19 +502,22 @@ impl<'a> Args<'a> {
     /// Any object: codes 8, 14 (copied, not moved), 9, 13; 4 is none.
     pub fn object(&self, i: usize) -> Result<Option<ObjectRef>> {
         let (v, c) = self.raw(i)?;
-        // SAFETY (all arms): the code says what the handle is; handles are live per contract.
-        match c {
-            code::OBJECT | code::MODULE => Ok(unsafe { ObjectRef::from_borrowed(v.v_handle.cast()) }),
-            code::RVALUE_REF => {
-                let slot = unsafe { v.v_handle }.cast::<*mut ObjectHeader>();
-                if slot.is_null() {
-                    return Ok(None);
+        // SAFETY: the code says which handle the value holds, and handles are live for the call
+        // (the `Args` contract); an rvalue reference points to a caller variable holding one.
+        unsafe {
+            match c {
+                code::OBJECT | code::MODULE => Ok(ObjectRef::from_borrowed(v.v_handle.cast())),
+                code::RVALUE_REF => {
+                    let slot = v.v_handle.cast::<*mut ObjectHeader>();
+                    if slot.is_null() {
+                        return Ok(None);
+                    }
+                    Ok(ObjectRef::from_borrowed(*slot))
                 }
-                Ok(unsafe { ObjectRef::from_borrowed(*slot) })
+                code::NDARRAY => Ok(NDArray::from_handle_borrowed(v.v_handle.cast()).map(|a| a.into_object())),
+                code::NULL => Ok(None),
+                _ => Err(Self::mismatch(i, "Object", c)),
             }
-            code::NDARRAY => Ok(unsafe { NDArray::from_handle_borrowed(v.v_handle.cast()) }.map(|a| a.into_object())),
-            code::NULL => Ok(None),
-            _ => Err(Self::mismatch(i, "Object", c)),
         }
     }
 
@@ -533,16 +536,23 @@ impl<'a> Args<'a> {
     /// retained, functions shared; an rvalue reference is read, not moved).
     pub fn get(&self, i: usize) -> Result<Value> {
         let (v, c) = self.raw(i)?;
-        // SAFETY (all arms): the code says which union member is valid.
+        // SAFETY: the code says which union member is valid.
+        let pod = unsafe {
+            match c {
+                code::INT => Value::Int(v.v_int64),
+                code::UINT => Value::UInt(v.v_int64),
+                code::FLOAT => Value::Float(v.v_float64),
+                code::HANDLE => Value::Handle(v.v_handle),
+                code::NULL => Value::Null,
+                code::DATA_TYPE => Value::DataType(v.v_type),
+                code::DEVICE => Value::Device(v.v_device),
+                code::DLTENSOR => Value::DLTensor(v.v_handle.cast()),
+                _ => Value::Null,
+            }
+        };
         Ok(match c {
-            code::INT => Value::Int(unsafe { v.v_int64 }),
-            code::UINT => Value::UInt(unsafe { v.v_int64 }),
-            code::FLOAT => Value::Float(unsafe { v.v_float64 }),
-            code::HANDLE => Value::Handle(unsafe { v.v_handle }),
-            code::NULL => Value::Null,
-            code::DATA_TYPE => Value::DataType(unsafe { v.v_type }),
-            code::DEVICE => Value::Device(unsafe { v.v_device }),
-            code::DLTENSOR => Value::DLTensor(unsafe { v.v_handle }.cast()),
+            code::INT | code::UINT | code::FLOAT | code::HANDLE | code::NULL | code::DATA_TYPE | code::DEVICE
+            | code::DLTENSOR => pod,
             code::OBJECT | code::RVALUE_REF | code::MODULE | code::NDARRAY => Value::from_opt_object(self.object(i)?),
             code::FUNC => self.func(i)?.map_or(Value::Null, Value::func),
             code::STR => Value::str(self.string(i)?),
@@ -559,6 +569,7 @@ pub struct ArgsBuf {
     values: Vec<TVMValue>,
     codes: Vec<c_int>,
     strings: Vec<CString>,
+    #[expect(clippy::vec_box, reason = "argument values point at these byte arrays")]
     byte_arrays: Vec<Box<TVMByteArray>>,
 }
 

@@ -529,9 +529,10 @@ impl GraphExecutor {
 
     /// Runs nodes `from..=to`.
     fn run_range(st: &State, nodes: &[super::json::Node], from: usize, to: usize) -> Result<()> {
-        for nid in from..=to.min(st.ops.len().saturating_sub(1)) {
-            if let Some(op) = &st.ops[nid] {
-                op.run(&nodes[nid].name)?;
+        let to = to.min(st.ops.len().saturating_sub(1));
+        for (op, node) in st.ops.iter().zip(nodes).take(to + 1).skip(from) {
+            if let Some(op) = op {
+                op.run(&node.name)?;
             }
         }
         Ok(())

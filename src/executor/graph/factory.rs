@@ -153,9 +153,6 @@ pub fn create_global(a: &Args<'_>) -> Result<Value> {
 
 /// `runtime.module.loadbinary_GraphExecutorFactory`.
 pub fn load_binary_global(a: &Args<'_>) -> Result<Value> {
-    let p = a.handle(0)?.cast::<Reader<'static>>();
-    // SAFETY: blob loaders receive a live `*mut Reader` over the blob (module::blob).
-    let r = unsafe { p.as_mut() }.ok_or_else(|| Error::value("loadbinary_GraphExecutorFactory: null stream"))?;
-    let f = GraphExecutorFactory::load(r)?;
+    let f = crate::module::blob::with_stream(a.handle(0)?, |s| GraphExecutorFactory::load(s.reader()))?;
     Ok(Value::Module(Module::new(f)))
 }

@@ -166,7 +166,7 @@ fn tagged<'a>(v: &'a Json, key: &str, tag: &str) -> Result<&'a Vec<Json>> {
 impl Graph {
     /// Parses and checks a graph JSON text.
     pub fn parse(text: &str) -> Result<Graph> {
-        let root: Json = serde_json::from_str(text).map_err(|e| invalid(e))?;
+        let root: Json = serde_json::from_str(text).map_err(invalid)?;
         let obj = root.as_object().ok_or_else(|| invalid("the graph must be an object"))?;
         let (mut nodes, mut arg_nodes, mut row_ptr, mut heads, mut attrs) = (None, None, None, None, None);
         for (k, v) in obj {

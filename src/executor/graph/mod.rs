@@ -78,6 +78,7 @@ mod tests {
         fn get_function(&self, name: &str, _this: &Module) -> Result<Option<PackedFunc>> {
             Ok((name == "f_mul").then(|| {
                 PackedFunc::from_fn(|a| {
+                    // SAFETY: the executor passes three live DLTensor arguments.
                     let t: Vec<&DLTensor> = (0..3).map(|i| unsafe { &*a.dltensor(i).unwrap() }).collect();
                     let n = crate::device::tensor_bytes(t[0])? / 4;
                     // SAFETY: the executor passes float32 tensors of n elements.

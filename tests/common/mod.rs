@@ -1,0 +1,402 @@
+//! Support for the module tests: the C API called the way a C program calls it, a generator of
+//! model libraries in TVM's export conventions (C source + `__tvm_dev_mblob`, built with
+//! `cc -shared -fPIC`), the real TVM fixtures, and a small `.npy` reader.
+#![allow(dead_code, reason = "each test binary uses a different part of this support module")]
+
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tvm_runtime::abi::TVMValue;
+use tvm_runtime::ffi::runtime_api as api;
+
+// ---------------------------------------------------------------------------------------------
+// Fixtures exported by TVM v0.8
+
+/// The directory of TVM's fixtures, or `None` (after printing why) when it is absent; under
+/// `CI=true` an absent directory is a failure.
+pub fn fixtures_dir() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures");
+    if dir.join("manifest.json").is_file() {
+        return Some(dir);
+    }
+    assert!(std::env::var("CI").as_deref() != Ok("true"), "fixtures missing at {} (required under CI)", dir.display());
+    println!("SKIP: TVM fixtures not found at {}", dir.display());
+    None
+}
+
+/// One fixture file, or `None` (skip) as for [`fixtures_dir`].
+pub fn fixture(name: &str) -> Option<PathBuf> {
+    let p = fixtures_dir()?.join(name);
+    if p.is_file() {
+        return Some(p);
+    }
+    assert!(std::env::var("CI").as_deref() != Ok("true"), "fixture {} missing (required under CI)", p.display());
+    println!("SKIP: fixture {} not found", p.display());
+    None
+}
+
+/// A little-endian float32 `.npy` file (versions 1-3, C order): shape and raw element bytes.
+pub fn read_npy_f32(path: &Path) -> (Vec<i64>, Vec<u8>) {
+    let b = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert_eq!(&b[..6], b"\x93NUMPY", "{}: not an .npy file", path.display());
+    let (hlen, start) = match b[6] {
+        1 => (u16::from_le_bytes([b[8], b[9]]) as usize, 10),
+        2 | 3 => (u32::from_le_bytes([b[8], b[9], b[10], b[11]]) as usize, 12),
+        v => panic!("{}: .npy version {v}", path.display()),
+    };
+    let header = std::str::from_utf8(&b[start..start + hlen]).expect("ASCII header");
+    assert!(header.contains("'descr': '<f4'"), "{}: not little-endian float32: {header}", path.display());
+    assert!(header.contains("'fortran_order': False"), "{}: Fortran order", path.display());
+    let shape_text = header.split("'shape': (").nth(1).and_then(|s| s.split(')').next()).expect("shape");
+    let shape: Vec<i64> = shape_text.split(',').filter_map(|s| s.trim().parse().ok()).collect();
+    let data = b[start + hlen..].to_vec();
+    let n: i64 = shape.iter().product();
+    assert_eq!(data.len() as i64, n * 4, "{}: data size", path.display());
+    (shape, data)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Blobs and generated libraries
+
+/// Writes a `__tvm_dev_mblob` (formats.md §5), independently of the runtime's own writer.
+#[derive(Default, Clone)]
+pub struct Blob {
+    count: u64,
+    entries: Vec<u8>,
+}
+
+fn put_str(out: &mut Vec<u8>, s: &[u8]) {
+    out.extend_from_slice(&(s.len() as u64).to_le_bytes());
+    out.extend_from_slice(s);
+}
+
+impl Blob {
+    /// The `_lib` placeholder.
+    pub fn lib(mut self) -> Self {
+        put_str(&mut self.entries, b"_lib");
+        self.count += 1;
+        self
+    }
+    /// A module: type key, then its data.
+    pub fn module(mut self, key: &str, data: &[u8]) -> Self {
+        put_str(&mut self.entries, key.as_bytes());
+        self.entries.extend_from_slice(data);
+        self.count += 1;
+        self
+    }
+    /// The import tree.
+    pub fn tree(mut self, row_ptr: &[u64], child: &[u64]) -> Self {
+        put_str(&mut self.entries, b"_import_tree");
+        for v in [row_ptr, child] {
+            self.entries.extend_from_slice(&(v.len() as u64).to_le_bytes());
+            v.iter().for_each(|x| self.entries.extend_from_slice(&x.to_le_bytes()));
+        }
+        self.count += 1;
+        self
+    }
+    /// The payload (count + entries).
+    pub fn payload(&self) -> Vec<u8> {
+        let mut p = self.count.to_le_bytes().to_vec();
+        p.extend_from_slice(&self.entries);
+        p
+    }
+    /// The framed blob: 8-byte payload length, payload.
+    pub fn bytes(&self) -> Vec<u8> {
+        let p = self.payload();
+        let mut b = (p.len() as u64).to_le_bytes().to_vec();
+        b.extend_from_slice(&p);
+        b
+    }
+}
+
+/// Data of the test module kinds: one u64.
+pub fn u64_data(v: u64) -> Vec<u8> {
+    v.to_le_bytes().to_vec()
+}
+
+/// C source defining `__tvm_dev_mblob` with exactly `bytes` (the C form of export_library).
+pub fn blob_c_source(bytes: &[u8]) -> String {
+    let mut s = String::from(
+        "/* Generated by tests/common/mod.rs: a __tvm_dev_mblob as export_library's C form writes it. */\n",
+    );
+    s += &format!(
+        "__attribute__((visibility(\"default\"))) const unsigned char __tvm_dev_mblob[{}] = {{",
+        bytes.len().max(1)
+    );
+    for (i, b) in bytes.iter().enumerate() {
+        if i % 16 == 0 {
+            s += "\n ";
+        }
+        s += &format!(" 0x{b:02x},");
+    }
+    s += "\n};\n";
+    s
+}
+
+/// Where generated libraries go.
+pub fn out_dir() -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("module-fixtures");
+    std::fs::create_dir_all(&d).expect("create output directory");
+    d
+}
+
+/// The checked-in C source of the test library.
+pub fn testlib_c() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/testlib.c")
+}
+
+/// Compiles a shared library `<name>.so` from `sources` plus extra C text (`extra`, may be
+/// empty) with `cc -shared -fPIC`. Every call makes a new file (a unique suffix), so tests
+/// running in parallel never share a library.
+pub fn build_shared(name: &str, sources: &[PathBuf], extra: &str) -> PathBuf {
+    static SEQ: AtomicUsize = AtomicUsize::new(0);
+    let id = format!("{name}-{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
+    let dir = out_dir();
+    let mut srcs = sources.to_vec();
+    if !extra.is_empty() {
+        let p = dir.join(format!("{id}.c"));
+        std::fs::write(&p, extra).expect("write generated C");
+        srcs.push(p);
+    }
+    let out = dir.join(format!("lib{id}.so"));
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let res = Command::new(&cc)
+        .args(["-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-o"])
+        .arg(&out)
+        .args(&srcs)
+        .output()
+        .unwrap_or_else(|e| panic!("running {cc}: {e}"));
+    assert!(res.status.success(), "{cc} failed: {}", String::from_utf8_lossy(&res.stderr));
+    out
+}
+
+/// The test library with a blob (or none).
+pub fn build_testlib(name: &str, blob: Option<&[u8]>) -> PathBuf {
+    build_shared(name, &[testlib_c()], &blob.map(blob_c_source).unwrap_or_default())
+}
+
+/// Whether the dynamic linker still has `path` loaded.
+pub fn is_loaded(path: &Path) -> bool {
+    let c = CString::new(path.to_str().expect("utf-8 path")).expect("no NUL");
+    // SAFETY: RTLD_NOLOAD only looks the library up (no initialisers run); a handle it returns
+    // is released at once.
+    unsafe {
+        let h = libc::dlopen(c.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD);
+        if h.is_null() {
+            false
+        } else {
+            libc::dlclose(h);
+            true
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The C API, as a C program uses it
+
+/// This thread's last error.
+pub fn last_error() -> String {
+    // SAFETY: TVMGetLastError returns a thread-local NUL-terminated string.
+    unsafe { CStr::from_ptr(api::TVMGetLastError()) }.to_string_lossy().into_owned()
+}
+
+/// An owned module handle.
+#[derive(Debug)]
+pub struct Mod(pub *mut c_void);
+
+impl Drop for Mod {
+    fn drop(&mut self) {
+        // SAFETY: an owned handle, freed once.
+        assert_eq!(unsafe { api::TVMModFree(self.0) }, 0);
+    }
+}
+
+/// An owned function handle.
+#[derive(Debug)]
+pub struct Func(pub *mut c_void);
+
+impl Drop for Func {
+    fn drop(&mut self) {
+        // SAFETY: an owned handle, freed once.
+        assert_eq!(unsafe { api::TVMFuncFree(self.0) }, 0);
+    }
+}
+
+fn cstring(s: &str) -> CString {
+    CString::new(s).expect("no NUL")
+}
+
+/// `TVMModLoadFromFile(path, "")`; on failure the error text. Checks that `*out` is left alone
+/// on failure.
+pub fn load(path: &Path) -> Result<Mod, String> {
+    let p = cstring(path.to_str().expect("utf-8 path"));
+    let fmt = cstring("");
+    let sentinel = 0x5a5a_usize as *mut c_void;
+    let mut out = sentinel;
+    // SAFETY: valid strings and out-pointer.
+    let rc = unsafe { api::TVMModLoadFromFile(p.as_ptr(), fmt.as_ptr(), &mut out) };
+    if rc == 0 {
+        Ok(Mod(out))
+    } else {
+        assert_eq!(rc, -1);
+        assert_eq!(out, sentinel, "out written on failure");
+        Err(last_error())
+    }
+}
+
+/// `TVMModGetFunction`.
+pub fn get_function(m: &Mod, name: &str, query_imports: bool) -> Option<Func> {
+    let n = cstring(name);
+    let mut out = std::ptr::null_mut();
+    // SAFETY: live module, valid string and out-pointer.
+    let rc = unsafe { api::TVMModGetFunction(m.0, n.as_ptr(), c_int::from(query_imports), &mut out) };
+    assert_eq!(rc, 0, "TVMModGetFunction({name}): {}", last_error());
+    (!out.is_null()).then_some(Func(out))
+}
+
+/// `TVMFuncGetGlobal`.
+pub fn global(name: &str) -> Option<Func> {
+    let n = cstring(name);
+    let mut out = std::ptr::null_mut();
+    // SAFETY: valid string and out-pointer.
+    assert_eq!(unsafe { api::TVMFuncGetGlobal(n.as_ptr(), &mut out) }, 0);
+    (!out.is_null()).then_some(Func(out))
+}
+
+/// An argument.
+pub enum Arg<'a> {
+    /// kDLInt.
+    Int(i64),
+    /// kTVMStr.
+    Str(&'a str),
+    /// kTVMOpaqueHandle.
+    Handle(*mut c_void),
+    /// kTVMModuleHandle.
+    Module(&'a Mod),
+    /// kTVMNDArrayHandle.
+    Array(*mut c_void),
+    /// kTVMPackedFuncHandle.
+    Func(&'a Func),
+}
+
+/// A returned value: code and raw value (strings copied out of the thread-local slot).
+#[derive(Debug)]
+pub enum Ret {
+    /// Code 4.
+    Null,
+    /// Code 0.
+    Int(i64),
+    /// Code 3.
+    Handle(*mut c_void),
+    /// Code 11.
+    Str(String),
+    /// Code 9 (owned).
+    Module(*mut c_void),
+    /// Code 12 (copied).
+    Bytes(Vec<u8>),
+    /// Anything else: code and raw bits.
+    Other(c_int, i64),
+}
+
+impl Ret {
+    /// The int, or a panic.
+    pub fn int(&self) -> i64 {
+        match self {
+            Ret::Int(v) => *v,
+            other => panic!("expected an int, got {other:?}"),
+        }
+    }
+}
+
+/// `TVMFuncCall`; on failure the error text.
+pub fn call(f: &Func, args: &[Arg<'_>]) -> Result<Ret, String> {
+    let strings: Vec<CString> =
+        args.iter().filter_map(|a| if let Arg::Str(s) = a { Some(cstring(s)) } else { None }).collect();
+    let mut si = 0;
+    let mut values = Vec::new();
+    let mut codes = Vec::new();
+    for a in args {
+        let (v, c) = match a {
+            Arg::Int(x) => (TVMValue { v_int64: *x }, 0),
+            Arg::Str(_) => {
+                si += 1;
+                (TVMValue { v_str: strings[si - 1].as_ptr() }, 11)
+            }
+            Arg::Handle(h) => (TVMValue { v_handle: *h }, 3),
+            Arg::Module(m) => (TVMValue { v_handle: m.0 }, 9),
+            Arg::Array(h) => (TVMValue { v_handle: *h }, 13),
+            Arg::Func(f) => (TVMValue { v_handle: f.0 }, 10),
+        };
+        values.push(v);
+        codes.push(c);
+    }
+    let mut rv = TVMValue { v_int64: 0 };
+    let mut rc: c_int = -100;
+    // SAFETY: live function, arrays of `args.len()` valid values, valid out-pointers.
+    let status = unsafe {
+        api::TVMFuncCall(f.0, values.as_mut_ptr(), codes.as_mut_ptr(), values.len() as c_int, &mut rv, &mut rc)
+    };
+    if status != 0 {
+        return Err(last_error());
+    }
+    Ok(match rc {
+        4 => Ret::Null,
+        // SAFETY: code 0 carries v_int64.
+        0 => Ret::Int(unsafe { rv.v_int64 }),
+        // SAFETY: code 3 carries v_handle.
+        3 => Ret::Handle(unsafe { rv.v_handle }),
+        // SAFETY: code 9 carries v_handle.
+        9 => Ret::Module(unsafe { rv.v_handle }),
+        // SAFETY: code 11 carries a thread-local C string, copied at once.
+        11 => Ret::Str(unsafe { from_c(rv.v_str) }),
+        12 => {
+            // SAFETY: code 12 carries a thread-local TVMByteArray, copied at once.
+            let ba = unsafe { &*rv.v_handle.cast::<tvm_runtime::abi::TVMByteArray>() };
+            // SAFETY: `data` holds `size` bytes.
+            Ret::Bytes(unsafe { std::slice::from_raw_parts(ba.data.cast::<u8>(), ba.size) }.to_vec())
+        }
+        // SAFETY: every member is 8 bytes; the raw bits are reported.
+        c => Ret::Other(c, unsafe { rv.v_int64 }),
+    })
+}
+
+/// Calls global `name`.
+pub fn call_global(name: &str, args: &[Arg<'_>]) -> Result<Ret, String> {
+    call(&global(name).unwrap_or_else(|| panic!("global {name} missing")), args)
+}
+
+/// The type key of a module (`runtime.ModuleGetTypeKey`).
+pub fn type_key(m: &Mod) -> String {
+    match call_global("runtime.ModuleGetTypeKey", &[Arg::Module(m)]) {
+        Ok(Ret::Str(s)) => s,
+        other => panic!("ModuleGetTypeKey: {other:?}"),
+    }
+}
+
+/// The number of imports (`runtime.ModuleImportsSize`).
+pub fn imports_size(m: &Mod) -> i64 {
+    call_global("runtime.ModuleImportsSize", &[Arg::Module(m)]).expect("ModuleImportsSize").int()
+}
+
+/// Import `i` (`runtime.ModuleGetImport`).
+pub fn import(m: &Mod, i: i64) -> Mod {
+    match call_global("runtime.ModuleGetImport", &[Arg::Module(m), Arg::Int(i)]) {
+        Ok(Ret::Module(h)) => Mod(h),
+        other => panic!("ModuleGetImport: {other:?}"),
+    }
+}
+
+/// A C string argument for raw calls.
+pub fn c(s: &str) -> CString {
+    cstring(s)
+}
+
+/// Reads a NUL-terminated string.
+///
+/// # Safety
+/// `p` is a valid C string.
+pub unsafe fn from_c(p: *const c_char) -> String {
+    // SAFETY: per contract.
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}

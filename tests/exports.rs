@@ -1,0 +1,89 @@
+//! Only the C API is exported: `nm -D --defined-only` on the shared library lists exactly the
+//! functions of TVM's two headers, `TVMArrayGetTypeIndex` and the two half-float helpers that
+//! TVM v0.8's runtime also exports — no Rust symbols.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+const HEADER_FUNCTIONS: [&str; 47] = [
+    "TVMAPISetLastError",
+    "TVMGetLastError",
+    "TVMModLoadFromFile",
+    "TVMModImport",
+    "TVMModGetFunction",
+    "TVMModFree",
+    "TVMFuncFree",
+    "TVMFuncCall",
+    "TVMCFuncSetReturn",
+    "TVMCbArgToReturn",
+    "TVMFuncCreateFromCFunc",
+    "TVMFuncRegisterGlobal",
+    "TVMFuncGetGlobal",
+    "TVMFuncListGlobalNames",
+    "TVMFuncRemoveGlobal",
+    "TVMArrayAlloc",
+    "TVMArrayFree",
+    "TVMArrayCopyFromBytes",
+    "TVMArrayCopyToBytes",
+    "TVMArrayCopyFromTo",
+    "TVMArrayFromDLPack",
+    "TVMArrayToDLPack",
+    "TVMDLManagedTensorCallDeleter",
+    "TVMStreamCreate",
+    "TVMStreamFree",
+    "TVMSetStream",
+    "TVMSynchronize",
+    "TVMStreamStreamSynchronize",
+    "TVMObjectGetTypeIndex",
+    "TVMObjectTypeKey2Index",
+    "TVMObjectTypeIndex2Key",
+    "TVMObjectRetain",
+    "TVMObjectFree",
+    "TVMByteArrayFree",
+    "TVMDeviceAllocDataSpace",
+    "TVMDeviceAllocDataSpaceWithScope",
+    "TVMDeviceFreeDataSpace",
+    "TVMDeviceCopyDataFromTo",
+    "TVMObjectDerivedFrom",
+    "TVMBackendGetFuncFromEnv",
+    "TVMBackendRegisterSystemLibSymbol",
+    "TVMBackendAllocWorkspace",
+    "TVMBackendFreeWorkspace",
+    "TVMBackendRegisterEnvCAPI",
+    "TVMBackendParallelLaunch",
+    "TVMBackendParallelBarrier",
+    "TVMBackendRunOnce",
+];
+
+const EXTRA: [&str; 3] = ["TVMArrayGetTypeIndex", "__gnu_f2h_ieee", "__gnu_h2f_ieee"];
+
+fn library() -> PathBuf {
+    if let Some(p) = std::env::var_os("TVM_RT_LIB") {
+        return p.into();
+    }
+    // The test binary lives in target/<profile>/deps; the cdylib one level up.
+    let exe = std::env::current_exe().expect("test binary path");
+    exe.parent().and_then(|d| d.parent()).expect("target dir").join("libtvm_runtime.so")
+}
+
+#[test]
+fn exports_exactly_the_c_api() {
+    let lib = library();
+    assert!(lib.exists(), "{} not built", lib.display());
+    let out = Command::new("nm").args(["-D", "--defined-only"]).arg(&lib).output().expect("nm runs");
+    assert!(out.status.success());
+    let mut got: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2).map(str::to_owned))
+        .collect();
+    got.sort();
+    let mut want: Vec<String> = HEADER_FUNCTIONS.iter().chain(EXTRA.iter()).map(|s| (*s).to_owned()).collect();
+    want.sort();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn soname_is_tvms() {
+    let out = Command::new("readelf").arg("-d").arg(library()).output().expect("readelf runs");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Library soname: [libtvm_runtime.so]"));
+}
