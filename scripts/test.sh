@@ -9,6 +9,7 @@ need_apt=()
 command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
 command -v cc >/dev/null 2>&1 || need_apt+=(gcc)
 command -v c++ >/dev/null 2>&1 || need_apt+=(g++)
+command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "== installing ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -41,3 +42,22 @@ for flavour in plain asan; do
   cmake --build "$dir" -j2 >/dev/null
   ctest --test-dir "$dir" --output-on-failure
 done
+
+echo "== install with CMake, then the C tests through find_package (shared and static) and pkg-config"
+prefix="$PWD/build/install"
+rm -rf "$prefix"
+cmake -S . -B build/pkg -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build/pkg >/dev/null
+cmake --install build/pkg --prefix "$prefix" >/dev/null
+test "$(readelf -d "$prefix/lib/libtvm_runtime.so" | grep -o 'soname: \[.*\]')" = "soname: [libtvm_runtime.so]"
+for kind in shared static; do
+  st=OFF; [ "$kind" = static ] && st=ON
+  cmake -S ctests -B "build/ctests-installed-$kind" -DTVM_RT_USE_INSTALLED=ON -DTVM_RT_LINK_STATIC=$st \
+    -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+  cmake --build "build/ctests-installed-$kind" -j2 >/dev/null
+  LD_LIBRARY_PATH="$prefix/lib" ctest --test-dir "build/ctests-installed-$kind" --output-on-failure
+done
+mkdir -p build/examples
+PKG_CONFIG_PATH="$prefix/lib/pkgconfig" cc -Wall -Werror examples/hello.c -o build/examples/hello-pc \
+  $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs tvm_runtime)
+LD_LIBRARY_PATH="$prefix/lib" ./build/examples/hello-pc
