@@ -18,6 +18,5 @@ pub mod module;
 pub mod ndarray;
 pub mod object;
 pub mod registry;
-#[path = "_stubs/threading.rs"]
 pub mod threading;
 pub mod value;

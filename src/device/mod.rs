@@ -6,7 +6,6 @@
 //! `runtime.RuntimeEnabled` behave as TVM's do.
 
 pub mod cpu;
-#[path = "../_stubs/workspace.rs"]
 pub mod workspace;
 
 use crate::abi::{DLDataType, DLDevice, DLTensor};

@@ -39,12 +39,7 @@ mod imp {
     pub fn wake(word: &AtomicU32, count: i32) {
         // SAFETY: `word` is a live, aligned atomic; FUTEX_WAKE does not access its memory.
         unsafe {
-            libc::syscall(
-                libc::SYS_futex,
-                word.as_ptr(),
-                libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-                count,
-            );
+            libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, count);
         }
     }
 }

@@ -551,7 +551,13 @@ impl<'a> Args<'a> {
             }
         };
         Ok(match c {
-            code::INT | code::UINT | code::FLOAT | code::HANDLE | code::NULL | code::DATA_TYPE | code::DEVICE
+            code::INT
+            | code::UINT
+            | code::FLOAT
+            | code::HANDLE
+            | code::NULL
+            | code::DATA_TYPE
+            | code::DEVICE
             | code::DLTENSOR => pod,
             code::OBJECT | code::RVALUE_REF | code::MODULE | code::NDARRAY => Value::from_opt_object(self.object(i)?),
             code::FUNC => self.func(i)?.map_or(Value::Null, Value::func),

@@ -9,11 +9,23 @@
 
 #include "c_runtime_api.h"
 
+/**
+ * The group environment handed to every task (`TVMParallelGroupEnv`, 16 bytes).
+ */
 typedef struct TVMParallelGroupEnv {
+  /**
+   * Points at the launch's synchronisation state (opaque to tasks).
+   */
   void *sync_handle;
+  /**
+   * Number of tasks of the launch.
+   */
   int32_t num_task;
 } TVMParallelGroupEnv;
 
+/**
+ * A task body: returns 0, or non-zero after setting this thread's last error.
+ */
 typedef int (*FTVMParallelLambda)(int task_id, struct TVMParallelGroupEnv *penv, void *cdata);
 
 /**
