@@ -96,15 +96,7 @@ impl NDArray {
         device::shape_bytes(shape, dtype)?;
         let api = device::api(dev.device_type)?;
         let data = api.alloc_data_space_scoped(dev, shape, dtype, scope)?;
-        let tensor = DLTensor {
-            data,
-            device: dev,
-            ndim: 0,
-            dtype,
-            shape: std::ptr::null_mut(),
-            strides: std::ptr::null_mut(),
-            byte_offset: 0,
-        };
+        let tensor = bare_tensor(data, dev, dtype);
         Ok(Self::make(tensor, shape.to_vec(), Source::Owned))
     }
 
@@ -146,15 +138,7 @@ impl NDArray {
     /// parameter inside a loaded library.
     pub fn from_external(data: *mut c_void, shape: &[i64], dtype: DLDataType, dev: DLDevice) -> Result<NDArray> {
         device::shape_bytes(shape, dtype)?;
-        let tensor = DLTensor {
-            data,
-            device: dev,
-            ndim: 0,
-            dtype,
-            shape: std::ptr::null_mut(),
-            strides: std::ptr::null_mut(),
-            byte_offset: 0,
-        };
+        let tensor = bare_tensor(data, dev, dtype);
         Ok(Self::make(tensor, shape.to_vec(), Source::External))
     }
 
@@ -275,6 +259,19 @@ impl NDArray {
     /// Copies from another tensor (`TVMArrayCopyFromTo` rules).
     pub fn copy_from(&self, from: &DLTensor) -> Result<()> {
         copy_tensor(from, self.tensor(), std::ptr::null_mut())
+    }
+}
+
+/// A compact tensor over `data` whose shape the container fills in.
+fn bare_tensor(data: *mut c_void, dev: DLDevice, dtype: DLDataType) -> DLTensor {
+    DLTensor {
+        data,
+        device: dev,
+        ndim: 0,
+        dtype,
+        shape: std::ptr::null_mut(),
+        strides: std::ptr::null_mut(),
+        byte_offset: 0,
     }
 }
 
