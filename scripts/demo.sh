@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# Builds libtvm_runtime.so and runs the example program against it.
+# Builds libtvm_runtime.so, builds a small demo model library with the project's own fixture
+# builder (TVM's export conventions, no TVM needed), and runs it from C through the C API.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v cc >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq gcc >/dev/null; }
 cargo build --release --quiet
-mkdir -p build/examples
-cc -O2 -Wall -Iinclude examples/hello.c -o build/examples/hello -Ltarget/release -ltvm_runtime
-LD_LIBRARY_PATH="$PWD/target/release" ./build/examples/hello
+mkdir -p build/demo
+model=$(cargo run --release --quiet --example demo_model -- build/demo)
+cc -O2 -Wall -Iinclude examples/run_model.c -o build/demo/run_model -Ltarget/release -ltvm_runtime
+cc -O2 -Wall -Iinclude examples/hello.c -o build/demo/hello -Ltarget/release -ltvm_runtime
+LD_LIBRARY_PATH="$PWD/target/release" ./build/demo/hello
+echo "== running $model"
+LD_LIBRARY_PATH="$PWD/target/release" ./build/demo/run_model "$PWD/$model"

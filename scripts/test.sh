@@ -61,3 +61,8 @@ mkdir -p build/examples
 PKG_CONFIG_PATH="$prefix/lib/pkgconfig" cc -Wall -Werror examples/hello.c -o build/examples/hello-pc \
   $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs tvm_runtime)
 LD_LIBRARY_PATH="$prefix/lib" ./build/examples/hello-pc
+
+echo "== the README's first command: the demo model"
+out=$(./scripts/demo.sh)
+echo "$out"
+grep -q "output \[1, 3\]: 4.85 2.3 10.55" <<<"$out"
