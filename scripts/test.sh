@@ -25,10 +25,10 @@ echo "== cargo fmt --check"
 cargo fmt --check
 echo "== cargo clippy"
 cargo clippy --all-targets --quiet -- -D warnings
-echo "== cargo test (unit, integration, header drift)"
-cargo test --quiet
 echo "== cargo build --release"
 cargo build --release --quiet
+echo "== cargo test (unit, integration, exports, header drift)"
+TVM_RT_LIB="$PWD/target/release/libtvm_runtime.so" cargo test --quiet
 
 echo "== python ctypes FFI test"
 python3 -m pytest -q tests/python

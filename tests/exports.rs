@@ -69,7 +69,7 @@ fn library() -> PathBuf {
 #[test]
 fn exports_exactly_the_c_api() {
     let lib = library();
-    assert!(lib.exists(), "{} not built", lib.display());
+    assert!(lib.exists(), "{} not built: run `cargo build` first, or set TVM_RT_LIB", lib.display());
     let out = Command::new("nm").args(["-D", "--defined-only"]).arg(&lib).output().expect("nm runs");
     assert!(out.status.success());
     let mut got: Vec<String> = String::from_utf8_lossy(&out.stdout)
