@@ -126,6 +126,29 @@ static void test_split_mlp(void) {
   TVMArrayHandle a = array_from(&in);
   EXPECT(run_model(ex, a, &want, 1e-5, 1e-5) == 0);
 
+  /* share_params: a second executor holds the same weight arrays as the first. */
+  OK(call_global("tvm.graph_executor.create", v, c, 4, &rv, &rc));
+  TVMModuleHandle ex2 = rv.v_handle;
+  TVMFunctionHandle sp = get_fn(ex2, "share_params");
+  TVMValue sv[2]; int sc[2] = {kTVMModuleHandle, kTVMBytes};
+  sv[0].v_handle = ex; sv[1].v_handle = &ba;
+  OK(callf(sp, sv, sc, 2, NULL, NULL));
+  EXPECT(run_model(ex2, a, &want, 1e-5, 1e-5) == 0);
+  TVMFunctionHandle gi1 = get_fn(ex, "get_input"), gi2 = get_fn(ex2, "get_input"), nin = get_fn(ex, "get_num_inputs");
+  OK(callf(nin, NULL, NULL, 0, &rv, &rc));
+  int64_t ninputs = rv.v_int64, same = 0;
+  for (int64_t i = 1; i < ninputs; i++) {
+    TVMValue iv; int ic = kTVMArgInt; TVMValue r1, r2; int c1, c2;
+    iv.v_int64 = i;
+    OK(callf(gi1, &iv, &ic, 1, &r1, &c1));
+    OK(callf(gi2, &iv, &ic, 1, &r2, &c2));
+    if (((DLTensor*)r1.v_handle)->data == ((DLTensor*)r2.v_handle)->data) same++;
+    TVMArrayFree((TVMArrayHandle)r1.v_handle); TVMArrayFree((TVMArrayHandle)r2.v_handle);
+  }
+  EXPECT(ninputs > 1 && same == ninputs - 1);
+  TVMFuncFree(sp); TVMFuncFree(gi1); TVMFuncFree(gi2); TVMFuncFree(nin);
+  OK(TVMModFree(ex2));
+
   /* Bad input: unknown input name, wrong shape, wrong dtype, params of another model. */
   TVMFunctionHandle si = get_fn(ex, "set_input");
   v[0].v_str = "no_such_input"; c[0] = kTVMStr;

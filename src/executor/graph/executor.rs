@@ -593,7 +593,8 @@ impl GraphExecutor {
             }
             st.data_alignment[eid] = alignment_of(arr.dtype());
             st.data_entry[eid] = arr;
-            st.shared[eid] = true;
+            // Shared on purpose, as in TVM: writes through either executor reach both.
+            st.shared[eid] = false;
         }
         st.ops = self.build_ops(&st.data_entry)?;
         Ok(())
