@@ -24,7 +24,7 @@ run() { # name env... -- args...
     local tag=${l%%:*} dir=${l#*:}
     local vals=()
     for _ in $(seq "$RUNS"); do
-      vals+=("$(cd "$FIX" && env "${envs[@]}" LD_LIBRARY_PATH="$dir" "$PROBE" "$@" | awk '{print $2}' | head -1)")
+      vals+=("$(cd "$FIX" && env "${envs[@]}" LD_LIBRARY_PATH="$dir" "$PROBE" "$@" | awk -v m="${METRIC:-}" 'm == "" || $1 == m {print $2}' | head -1)")
     done
     printf '%-28s %-5s %s\n' "$name" "$tag" "$(printf '%s\n' "${vals[@]}" | median)"
   done
@@ -38,8 +38,13 @@ for w in "${what[@]}"; do
     launch) run "launch_ns(2 threads)" TVM_NUM_THREADS=2 -- launch 100000
             run "launch_ns(default)" -u TVM_NUM_THREADS -u OMP_NUM_THREADS -- launch 100000 ;;
     idle) run "idle_cpu_ms(2 threads)" TVM_NUM_THREADS=2 -- idle 10000 ;;
-    op) for t in 1 2; do run "matmul_ms($t threads)" TVM_NUM_THREADS=$t -- op matmul_packed.so matmul_packed 50 matmul_packed.A.npy matmul_packed.B.npy matmul_packed.C.npy; done ;;
-    graph) for m in resnet18 mobilenet; do run "${m}_ms(2 threads)" TVM_NUM_THREADS=2 -- graph $m.so $m.input.data.npy $m.output.0.npy 20; done ;;
-    load) for m in add_one resnet18; do run "load_${m}" -- load $m.so; done ;;
+    op) for t in 1 2; do METRIC=op_us run "matmul_us($t threads)" TVM_NUM_THREADS=$t -- op "$FIX/matmul_packed.so" matmul_packed 50 \
+          "$FIX/matmul_packed.A.npy" "$FIX/matmul_packed.B.npy" "$FIX/matmul_packed.C.npy"; done ;;
+    graph) for m in resnet18 mobilenet; do
+             for metric in load_ms create_ms run_ms; do
+               METRIC=$metric run "${m}_$metric(2 threads)" TVM_NUM_THREADS=2 -- graph "$FIX/$m.so" "$FIX/$m.input.data.npy" "$FIX/$m.output.0.npy" 20
+             done
+           done ;;
+    load) run "load_add_one_ms" METRIC=load_ms -- op "$FIX/add_one.so" add_one 1 "$FIX/add_one.A.npy" "$FIX/add_one.B.npy" ;;
   esac
 done
