@@ -30,6 +30,11 @@ cargo build --release --quiet
 echo "== cargo test (unit, integration, exports, header drift)"
 TVM_RT_LIB="$PWD/target/release/libtvm_runtime.so" cargo test --quiet
 
+echo "== the README's first command: the demo model"
+out=$(./scripts/demo.sh)
+echo "$out"
+grep -q "output \[1, 3\]: 4.85 2.3 10.55" <<<"$out"
+
 echo "== python ctypes FFI test"
 python3 -m pytest -q tests/python
 
@@ -61,8 +66,3 @@ mkdir -p build/examples
 PKG_CONFIG_PATH="$prefix/lib/pkgconfig" cc -Wall -Werror examples/hello.c -o build/examples/hello-pc \
   $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs tvm_runtime)
 LD_LIBRARY_PATH="$prefix/lib" ./build/examples/hello-pc
-
-echo "== the README's first command: the demo model"
-out=$(./scripts/demo.sh)
-echo "$out"
-grep -q "output \[1, 3\]: 4.85 2.3 10.55" <<<"$out"
