@@ -55,6 +55,10 @@ cmake -S . -B build/pkg -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/pkg >/dev/null
 cmake --install build/pkg --prefix "$prefix" >/dev/null
 test "$(readelf -d "$prefix/lib/libtvm_runtime.so" | grep -o 'soname: \[.*\]')" = "soname: [libtvm_runtime.so]"
+mkdir -p build/examples
+PKG_CONFIG_PATH="$prefix/lib/pkgconfig" cc -Wall -Werror examples/hello.c -o build/examples/hello-pc \
+  $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs tvm_runtime)
+LD_LIBRARY_PATH="$prefix/lib" ./build/examples/hello-pc
 for kind in shared static; do
   st=OFF; [ "$kind" = static ] && st=ON
   cmake -S ctests -B "build/ctests-installed-$kind" -DTVM_RT_USE_INSTALLED=ON -DTVM_RT_LINK_STATIC=$st \
@@ -62,7 +66,3 @@ for kind in shared static; do
   cmake --build "build/ctests-installed-$kind" -j2 >/dev/null
   LD_LIBRARY_PATH="$prefix/lib" ctest --test-dir "build/ctests-installed-$kind" --output-on-failure
 done
-mkdir -p build/examples
-PKG_CONFIG_PATH="$prefix/lib/pkgconfig" cc -Wall -Werror examples/hello.c -o build/examples/hello-pc \
-  $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs tvm_runtime)
-LD_LIBRARY_PATH="$prefix/lib" ./build/examples/hello-pc
