@@ -129,6 +129,15 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// The message of a caught panic payload (`&str` or `String`; anything else is "unknown panic").
+pub fn panic_payload_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_owned())
+}
+
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
 }

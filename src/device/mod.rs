@@ -29,6 +29,11 @@ pub const RPC_SESS_MASK: i32 = 128;
 /// Alignment of NDArray data and workspaces.
 pub const ALLOC_ALIGNMENT: usize = 128;
 
+/// Alignment of a tensor's data: `max(128, bits / 8 * lanes)` (devices.md 4.1).
+pub fn data_alignment(dtype: DLDataType) -> usize {
+    ALLOC_ALIGNMENT.max((dtype.bits as usize / 8) * dtype.lanes as usize)
+}
+
 /// TVM's name of a device type (`DeviceName`), or the `unknown type =<n>` error.
 pub fn device_name(device_type: i32) -> Result<&'static str> {
     Ok(match device_type {
@@ -78,7 +83,7 @@ pub trait DeviceApi: Send + Sync {
         match scope {
             None | Some("global") => {
                 let nbytes = shape_bytes(shape, dtype)?;
-                let align = ALLOC_ALIGNMENT.max((dtype.bits as usize / 8) * dtype.lanes as usize);
+                let align = data_alignment(dtype);
                 self.alloc_data_space(dev, nbytes, align, dtype)
             }
             Some(s) => Err(Error::value(format!(

@@ -6,12 +6,7 @@ use std::ffi::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 fn panic_message(payload: &(dyn Any + Send)) -> String {
-    let msg = payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".to_owned());
-    format!("InternalError: panic inside the TVM runtime: {msg}")
+    format!("InternalError: panic inside the TVM runtime: {}", crate::error::panic_payload_text(payload))
 }
 
 /// Runs `body`: 0 on success, -1 with the last error set on failure or panic, -2 when a

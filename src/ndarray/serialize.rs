@@ -89,10 +89,9 @@ pub fn save_params(params: &[(String, NDArray)]) -> Result<Vec<u8>> {
     Ok(w.buf)
 }
 
-/// The names of a params blob (header and names only, as `share_params` reads it).
-pub fn load_param_names(blob: &[u8]) -> Result<Vec<String>> {
+/// Reads the header of a params blob (magic, reserved, names, count), leaving `r` at the arrays.
+fn read_params_header(r: &mut Reader<'_>) -> Result<Vec<String>> {
     let invalid = |_| Error::value("Invalid parameters file format");
-    let mut r = Reader::new(blob, "params");
     if r.u64().map_err(invalid)? != PARAMS_MAGIC {
         return Err(Error::value("Invalid parameters file format"));
     }
@@ -104,20 +103,15 @@ pub fn load_param_names(blob: &[u8]) -> Result<Vec<String>> {
     Ok(names)
 }
 
+/// The names of a params blob (header and names only, as `share_params` reads it).
+pub fn load_param_names(blob: &[u8]) -> Result<Vec<String>> {
+    read_params_header(&mut Reader::new(blob, "params"))
+}
+
 /// Parses a params blob into named CPU arrays, in file order.
 pub fn load_params(blob: &[u8]) -> Result<Vec<(String, NDArray)>> {
-    let invalid = |_| Error::value("Invalid parameters file format");
     let mut r = Reader::new(blob, "params");
-    let magic = r.u64().map_err(invalid)?;
-    if magic != PARAMS_MAGIC {
-        return Err(Error::value("Invalid parameters file format"));
-    }
-    r.u64().map_err(invalid)?;
-    let names = r.vec_string().map_err(invalid)?;
-    let count = r.u64().map_err(invalid)?;
-    if count != names.len() as u64 {
-        return Err(Error::value("Invalid parameters file format"));
-    }
+    let names = read_params_header(&mut r)?;
     names
         .into_iter()
         .map(|n| {

@@ -522,12 +522,7 @@ fn worker_main(pool: &'static Pool, idx: usize) {
 
 /// Text of a caught panic.
 pub fn panic_text(payload: &(dyn Any + Send)) -> String {
-    let msg = payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".to_owned());
-    format!("InternalError: panic in a parallel task: {msg}")
+    format!("InternalError: panic in a parallel task: {}", crate::error::panic_payload_text(payload))
 }
 
 /// Runs one task on this thread with its environment and task context.

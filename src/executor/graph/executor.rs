@@ -86,10 +86,6 @@ pub struct GraphExecutor {
     state: Mutex<State>,
 }
 
-fn alignment_of(t: DLDataType) -> usize {
-    device::ALLOC_ALIGNMENT.max((t.bits as usize / 8) * t.lanes as usize)
-}
-
 /// The default linked-parameter lookup (graph-executor.md §3.4).
 fn lookup_linked_param(
     module: &Module,
@@ -232,7 +228,7 @@ impl GraphExecutor {
                 && arr.device() == dev
                 && arr.tensor().byte_offset == 0
                 && device::is_contiguous(arr.tensor())
-                && arr.tensor().data as usize % alignment_of(g.dltype[eid]) == 0;
+                && arr.tensor().data as usize % device::data_alignment(g.dltype[eid]) == 0;
             if fits {
                 shared_param.insert(sid, arr.clone());
             }
@@ -266,7 +262,7 @@ impl GraphExecutor {
                 })?
             };
             data_entry.push(view);
-            data_alignment.push(alignment_of(t));
+            data_alignment.push(device::data_alignment(t));
             shared.push(shared_param.contains_key(&sid));
         }
         let mut st = self.state.lock();
@@ -445,7 +441,7 @@ impl GraphExecutor {
     fn check_external(&self, st: &State, eid: usize, t: &DLTensor, what: &str) -> Result<()> {
         let internal = st.data_entry[eid].tensor();
         let bad = |m: String| Error::value(format!("{what}: {m}"));
-        if st.data_alignment[eid] != alignment_of(t.dtype) {
+        if st.data_alignment[eid] != device::data_alignment(t.dtype) {
             return Err(bad("the data type's alignment does not match".into()));
         }
         if t.data as usize % device::ALLOC_ALIGNMENT != 0 {
@@ -591,7 +587,7 @@ impl GraphExecutor {
                     self.graph.nodes[self.graph.arg_nodes[idx] as usize].name
                 )));
             }
-            st.data_alignment[eid] = alignment_of(arr.dtype());
+            st.data_alignment[eid] = device::data_alignment(arr.dtype());
             st.data_entry[eid] = arr;
             // Shared on purpose, as in TVM: writes through either executor reach both.
             st.shared[eid] = false;
