@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every test of the project on a fresh machine: installs what it needs (cmake), checks
+# Runs every test of the project on a fresh machine: installs what it needs (cmake, PoCL), checks
 # formatting, lints and header drift, runs the Rust tests, then the C tests (CTest) against the
 # release library, plain and under AddressSanitizer + UBSan.
 set -euo pipefail
@@ -10,6 +10,10 @@ command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
 command -v cc >/dev/null 2>&1 || need_apt+=(gcc)
 command -v c++ >/dev/null 2>&1 || need_apt+=(g++)
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
+# OpenCL tests run for real on PoCL (the CPU OpenCL implementation) through the ICD loader.
+if ! ls /etc/OpenCL/vendors/*.icd >/dev/null 2>&1 || ! ldconfig -p | grep -q 'libOpenCL.so.1 '; then
+  need_apt+=(pocl-opencl-icd ocl-icd-libopencl1)
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "== installing ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -83,6 +83,19 @@ fn exports_exactly_the_c_api() {
 }
 
 #[test]
+fn no_link_time_gpu_dependencies() {
+    let out = Command::new("readelf").arg("-d").arg(library()).output().expect("readelf runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let needed: Vec<&str> = text.lines().filter(|l| l.contains("(NEEDED)")).collect();
+    assert!(!needed.is_empty(), "readelf -d lists the NEEDED entries");
+    for l in &needed {
+        for gpu in ["libcuda", "libcudart", "libnvrtc", "libOpenCL"] {
+            assert!(!l.contains(gpu), "{l}");
+        }
+    }
+}
+
+#[test]
 fn soname_is_tvms() {
     let out = Command::new("readelf").arg("-d").arg(library()).output().expect("readelf runs");
     assert!(String::from_utf8_lossy(&out.stdout).contains("Library soname: [libtvm_runtime.so]"));

@@ -6,6 +6,8 @@
 //! `runtime.RuntimeEnabled` behave as TVM's do.
 
 pub mod cpu;
+pub mod kernel;
+pub mod opencl;
 pub mod workspace;
 
 use crate::abi::{DLDataType, DLDevice, DLTensor};
@@ -184,6 +186,7 @@ pub fn get_api(device_type: i32, allow_missing: bool) -> Result<Option<&'static 
     let name = device_name(device_type)?;
     let api: Option<&'static dyn DeviceApi> = match device_type {
         CPU => Some(&cpu::CPU_API),
+        OPENCL => Some(&opencl::api::OPENCL_API),
         t if (0..16).contains(&t) => INSTALLED[t as usize].get().copied(),
         _ => None,
     };

@@ -13,5 +13,6 @@ pub fn register_builtins(r: &mut Registrar<'_>) {
     device::register(r);
     misc::register(r);
     crate::module::globals::register(r);
+    crate::device::opencl::register(r);
     crate::executor::register(r);
 }

@@ -278,6 +278,10 @@ pub enum Arg<'a> {
     Array(*mut c_void),
     /// kTVMPackedFuncHandle.
     Func(&'a Func),
+    /// kDLFloat.
+    Float(f64),
+    /// kDLDevice: type and id.
+    Device(i32, i32),
 }
 
 /// A returned value: code and raw value (strings copied out of the thread-local slot).
@@ -327,6 +331,10 @@ pub fn call(f: &Func, args: &[Arg<'_>]) -> Result<Ret, String> {
             Arg::Module(m) => (TVMValue { v_handle: m.0 }, 9),
             Arg::Array(h) => (TVMValue { v_handle: *h }, 13),
             Arg::Func(f) => (TVMValue { v_handle: f.0 }, 10),
+            Arg::Float(x) => (TVMValue { v_float64: *x }, 2),
+            Arg::Device(t, i) => {
+                (TVMValue { v_device: tvm_runtime::abi::DLDevice { device_type: *t, device_id: *i } }, 6)
+            }
         };
         values.push(v);
         codes.push(c);
