@@ -116,6 +116,7 @@ fn child(lib: &str, fixtures: &Path) {
 
     let t0 = Instant::now();
     let default = api.func(m, "default");
+    // SAFETY: `default` returns a module (code 9), whose handle is the `h` member.
     let ex = unsafe { api.invoke(default, &mut [Value { dev: [4, 0] }], &mut [6], "default").h };
     let t_create = t0.elapsed();
 
