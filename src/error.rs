@@ -129,6 +129,18 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// An error's text followed by its sources' (`a: b: c`); libloading keeps the dynamic loader's
+/// own message in the source.
+pub fn source_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s += &format!(": {c}");
+        cur = c.source();
+    }
+    s
+}
+
 /// The message of a caught panic payload (`&str` or `String`; anything else is "unknown panic").
 pub fn panic_payload_text(payload: &(dyn std::any::Any + Send)) -> String {
     payload

@@ -6,6 +6,7 @@
 //! `runtime.RuntimeEnabled` behave as TVM's do.
 
 pub mod cpu;
+pub mod cuda;
 pub mod kernel;
 pub mod opencl;
 pub mod workspace;
@@ -187,6 +188,7 @@ pub fn get_api(device_type: i32, allow_missing: bool) -> Result<Option<&'static 
     let api: Option<&'static dyn DeviceApi> = match device_type {
         CPU => Some(&cpu::CPU_API),
         OPENCL => Some(&opencl::api::OPENCL_API),
+        CUDA | CUDA_HOST => Some(&cuda::api::CUDA_API),
         t if (0..16).contains(&t) => INSTALLED[t as usize].get().copied(),
         _ => None,
     };

@@ -14,5 +14,6 @@ pub fn register_builtins(r: &mut Registrar<'_>) {
     misc::register(r);
     crate::module::globals::register(r);
     crate::device::opencl::register(r);
+    crate::device::cuda::register(r);
     crate::executor::register(r);
 }

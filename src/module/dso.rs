@@ -41,8 +41,9 @@ impl Dso {
         // SAFETY: loading a library runs its initialisers; a TVM model library's only ones are
         // the compiler's (none touch the runtime before the context slots are filled). That
         // the file is such a library is the caller's promise, as with TVM's own loader.
-        let lib = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL) }
-            .map_err(|e| Error::tvm(format!("Failed to load dynamic shared library {path} {e}")))?;
+        let lib = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL) }.map_err(|e| {
+            Error::tvm(format!("Failed to load dynamic shared library {path} {}", crate::error::source_chain(&e)))
+        })?;
         Ok(Arc::new(Dso { lib, path: path.to_owned() }))
     }
 
@@ -61,7 +62,7 @@ impl Dso {
         }
         // SAFETY: the symbol is taken as an untyped address (`*mut c_void`), never called or
         // read here; callers decide what it is (see `library`).
-        let sym = unsafe { self.lib.get::<*mut c_void>(&cname) }.ok()?;
+        let sym = unsafe { self.lib.get::<*mut c_void>(cname.as_slice()) }.ok()?;
         let addr = sym.into_raw();
         (!addr.is_null()).then_some(addr)
     }

@@ -147,12 +147,12 @@ impl Driver {
         for name in &names {
             // SAFETY: loading the OpenCL ICD loader runs its initialisers, which have no
             // preconditions.
-            match unsafe { libloading::Library::new(name) } {
+            match unsafe { libloading::Library::new(*name) } {
                 Ok(l) => {
                     lib = Some(l);
                     break;
                 }
-                Err(e) => errors.push(e.to_string()),
+                Err(e) => errors.push(crate::error::source_chain(&e)),
             }
         }
         let lib = lib.ok_or_else(|| format!("{} could not be loaded: {}", names[0], errors.join("; ")))?;
@@ -160,7 +160,7 @@ impl Driver {
             ($name:literal) => {
                 // SAFETY: the field's type is the C prototype of this OpenCL 1.2 entry point.
                 *unsafe { lib.get(concat!($name, "\0").as_bytes()) }
-                    .map_err(|e| format!("the OpenCL library lacks {}: {e}", $name))?
+                    .map_err(|e| format!("the OpenCL library lacks {}: {}", $name, crate::error::source_chain(&e)))?
             };
         }
         Ok(Driver {
