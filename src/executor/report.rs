@@ -61,6 +61,15 @@ fn rows(json: &str) -> Result<(Vec<String>, Vec<Vec<String>>)> {
     Ok((cols, rows))
 }
 
+/// A CSV field (RFC 4180): quoted when it holds a comma, a quote or a line break.
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_owned()
+    }
+}
+
 /// Registers the report globals.
 pub fn register(r: &mut Registrar<'_>) {
     r.func("runtime.profiling.AsJSON", |a| Ok(Value::Object(StringObj::new_object(report_arg(a)?.as_bytes()))));
@@ -71,10 +80,11 @@ pub fn register(r: &mut Registrar<'_>) {
     });
     r.func("runtime.profiling.AsCSV", |a| {
         let (cols, rows) = rows(&report_arg(a)?)?;
-        let mut out = cols.join(",");
+        let line = |cells: &[String]| cells.iter().map(|c| csv_field(c)).collect::<Vec<_>>().join(",");
+        let mut out = line(&cols);
         out.push('\n');
         for r in rows {
-            out.push_str(&r.join(","));
+            out.push_str(&line(&r));
             out.push('\n');
         }
         Ok(Value::Object(StringObj::new_object(out.as_bytes())))
@@ -104,4 +114,17 @@ pub fn register(r: &mut Registrar<'_>) {
         }
         Ok(Value::Object(StringObj::new_object(out.as_bytes())))
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::csv_field;
+
+    #[test]
+    fn csv_fields_are_quoted_when_needed() {
+        assert_eq!(csv_field("plain"), "plain");
+        assert_eq!(csv_field("float32[1, 784], float32[128, 784]"), "\"float32[1, 784], float32[128, 784]\"");
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(csv_field("a\nb"), "\"a\nb\"");
+    }
 }

@@ -71,10 +71,25 @@ pub(super) fn register(r: &mut Registrar<'_>) {
         a.expect_len("runtime.ModuleGetSource", 2)?;
         Ok(Value::str(module_arg(a, 0)?.node().get_source(&a.string(1)?)?))
     });
+    r.func("runtime.config_threadpool", |a| {
+        a.expect_len("runtime.config_threadpool", 2)?;
+        for i in 0..2 {
+            if a.code(i)? != crate::value::code::INT {
+                return Err(Error::type_error(format!(
+                    "runtime.config_threadpool: argument {i} must be an int, got {}",
+                    crate::value::code_name(a.code(i)?)
+                )));
+            }
+        }
+        crate::threading::config_threadpool(a.i32(0)?, a.i32(1)?)?;
+        Ok(Value::Null)
+    });
     r.func("support.GetLibInfo", |_| {
         let info = [
             ("GIT_COMMIT_HASH", env!("CARGO_PKG_VERSION")),
             ("USE_GRAPH_EXECUTOR", "ON"),
+            ("USE_OPENCL", "ON (driver opened at run time)"),
+            ("USE_CUDA", "ON (driver opened at run time)"),
             ("USE_RUST_RUNTIME", "ON"),
             ("TVM_VERSION", "0.8.0"),
         ];
@@ -84,4 +99,21 @@ pub(super) fn register(r: &mut Registrar<'_>) {
             .collect();
         Ok(Value::Object(MapObj::new_object(pairs)))
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::registry;
+    use crate::value::Value;
+
+    #[test]
+    fn config_threadpool_global() {
+        let f = registry::get("runtime.config_threadpool").expect("registered");
+        assert!(matches!(f.call(&[Value::Int(0), Value::Int(1)]), Ok(Value::Null)));
+        let e = f.call(&[Value::Int(0), Value::Float(1.0)]).unwrap_err().to_string();
+        assert!(e.contains("argument 1 must be an int"), "{e}");
+        assert!(f.call(&[Value::Int(0)]).is_err());
+        let info = registry::get("support.GetLibInfo").unwrap().call(&[]).unwrap();
+        assert!(matches!(info, Value::Object(_)));
+    }
 }
