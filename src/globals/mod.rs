@@ -15,5 +15,6 @@ pub fn register_builtins(r: &mut Registrar<'_>) {
     crate::module::globals::register(r);
     crate::device::opencl::register(r);
     crate::device::cuda::register(r);
+    crate::contrib::register(r);
     crate::executor::register(r);
 }
