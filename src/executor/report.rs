@@ -20,6 +20,13 @@ impl Report {
     }
 }
 
+/// The body of a `runtime.profiling.DeviceWrapper` object: a device handed to metric
+/// collectors (this runtime has none, so it is only made and passed around).
+pub struct DeviceWrapper {
+    /// The device.
+    pub device: crate::abi::DLDevice,
+}
+
 fn report_arg(a: &Args<'_>) -> Result<String> {
     let o = a.object(0)?.ok_or_else(|| Error::value("expected a runtime.profiling.Report"))?;
     let idx = type_key2index("runtime.profiling.Report")?;
@@ -72,6 +79,12 @@ fn csv_field(s: &str) -> String {
 
 /// Registers the report globals.
 pub fn register(r: &mut Registrar<'_>) {
+    r.func("runtime.profiling.DeviceWrapper", |a| {
+        a.expect_len("runtime.profiling.DeviceWrapper", 1)?;
+        let device = a.device(0)?;
+        let idx = type_key2index("runtime.profiling.DeviceWrapper")?;
+        Ok(Value::Object(ObjectRef::alloc(idx, DeviceWrapper { device })))
+    });
     r.func("runtime.profiling.AsJSON", |a| Ok(Value::Object(StringObj::new_object(report_arg(a)?.as_bytes()))));
     r.func("runtime.profiling.FromJSON", |a| {
         let text = a.string(0)?;
@@ -119,6 +132,16 @@ pub fn register(r: &mut Registrar<'_>) {
 #[cfg(test)]
 mod tests {
     use super::csv_field;
+
+    #[test]
+    fn device_wrapper_objects() {
+        let f = crate::registry::get("runtime.profiling.DeviceWrapper").unwrap();
+        let dev = crate::abi::DLDevice { device_type: 1, device_id: 0 };
+        let crate::value::Value::Object(o) = f.call(&[crate::value::Value::Device(dev)]).unwrap() else {
+            panic!("an object")
+        };
+        assert_eq!(o.type_index(), crate::object::type_key2index("runtime.profiling.DeviceWrapper").unwrap());
+    }
 
     #[test]
     fn csv_fields_are_quoted_when_needed() {
