@@ -29,56 +29,9 @@ fn gpu_ready() -> bool {
     false
 }
 
-const PTX: &str = r#"//
-// vadd_kernel0(A, B, C: float*, s: float, n: int): C[i] = A[i] + s * B[i], written by hand in
-// the form NVPTX emits for TVM kernels (tags [blockIdx.x, threadIdx.x]).
-.version 6.0
-.target sm_50
-.address_size 64
+const PTX: &str = include_str!("fixtures/cuda_vadd.ptx");
 
-.visible .entry vadd_kernel0(
-	.param .u64 A,
-	.param .u64 B,
-	.param .u64 C,
-	.param .f32 s,
-	.param .u32 n
-)
-{
-	.reg .pred %p<2>;
-	.reg .b32 %r<6>;
-	.reg .f32 %f<5>;
-	.reg .b64 %rd<11>;
-
-	ld.param.u64 %rd1, [A];
-	ld.param.u64 %rd2, [B];
-	ld.param.u64 %rd3, [C];
-	ld.param.f32 %f1, [s];
-	ld.param.u32 %r1, [n];
-	mov.u32 %r2, %ctaid.x;
-	mov.u32 %r3, %ntid.x;
-	mov.u32 %r4, %tid.x;
-	mad.lo.s32 %r5, %r2, %r3, %r4;
-	setp.ge.s32 %p1, %r5, %r1;
-	@%p1 bra DONE;
-	cvta.to.global.u64 %rd4, %rd1;
-	cvta.to.global.u64 %rd5, %rd2;
-	cvta.to.global.u64 %rd6, %rd3;
-	mul.wide.s32 %rd7, %r5, 4;
-	add.s64 %rd8, %rd4, %rd7;
-	add.s64 %rd9, %rd5, %rd7;
-	add.s64 %rd10, %rd6, %rd7;
-	ld.global.f32 %f2, [%rd8];
-	ld.global.f32 %f3, [%rd9];
-	fma.rn.f32 %f4, %f1, %f3, %f2;
-	st.global.f32 [%rd10], %f4;
-DONE:
-	ret;
-}
-"#;
-
-const META: &str = r#"{"tvm_version": "0.8.0", "func_info": {
-  "vadd_kernel0": {"name": "", "arg_types": ["handle", "handle", "handle", "float32", "int32"],
-                   "launch_param_tags": ["blockIdx.x", "threadIdx.x"]}}}"#;
+const META: &str = include_str!("fixtures/cuda_vadd.tvm_meta.json");
 
 fn write_ptx(name: &str, ptx: &str) -> PathBuf {
     let dir = out_dir().join(format!("cuda-{}-{name}", std::process::id()));

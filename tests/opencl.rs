@@ -84,25 +84,9 @@ impl Drop for Array {
     }
 }
 
-const SOURCE: &str = "// Generated in TVM v0.8's OpenCL conventions\n\
-// Function: vadd_kernel0\n\
-__kernel void vadd_kernel0(__global float* restrict A, __global float* restrict B, __global float* restrict C, float s, int n) {\n\
-  int i = ((int)get_group_id(0)) * 64 + ((int)get_local_id(0));\n\
-  if (i < n) { C[i] = A[i] + s * B[i]; }\n\
-}\n\
-\n\
-// Function: fill2d_kernel0\n\
-__kernel void fill2d_kernel0(__global int* restrict out, int w) {\n\
-  int x = ((int)get_group_id(0)) * ((int)get_local_size(0)) + ((int)get_local_id(0));\n\
-  int y = (int)get_group_id(1);\n\
-  out[y * w + x] = y * 1000 + x;\n\
-}\n";
+const SOURCE: &str = include_str!("fixtures/opencl_kernels.cl");
 
-const META: &str = r#"{"tvm_version": "0.8.0", "func_info": {
-  "vadd_kernel0": {"name": "", "arg_types": ["handle", "handle", "handle", "float32", "int32"],
-                   "launch_param_tags": ["blockIdx.x", "threadIdx.x"]},
-  "fill2d_kernel0": {"name": "", "arg_types": ["handle", "int32"],
-                     "launch_param_tags": ["blockIdx.y", "blockIdx.x", "threadIdx.x"]}}}"#;
+const META: &str = include_str!("fixtures/opencl_kernels.tvm_meta.json");
 
 /// Writes `<name>.cl` and its side file into a fresh directory and returns the `.cl` path.
 fn write_cl(name: &str, source: &str, meta: &str) -> PathBuf {
