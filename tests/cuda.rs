@@ -42,49 +42,6 @@ fn write_ptx(name: &str, ptx: &str) -> PathBuf {
     p
 }
 
-/// An owned NDArray.
-struct Array(*mut DLTensor);
-
-impl Array {
-    fn new(n: usize, dev_type: i32) -> Result<Array, String> {
-        Array::with_shape(&[n as i64], dev_type)
-    }
-    fn with_shape(shape: &[i64], dev_type: i32) -> Result<Array, String> {
-        let mut h = std::ptr::null_mut();
-        // SAFETY: valid shape and out-pointer.
-        let rc = unsafe { napi::TVMArrayAlloc(shape.as_ptr(), shape.len() as i32, 2, 32, 1, dev_type, 0, &mut h) };
-        if rc != 0 {
-            return Err(last_error());
-        }
-        Ok(Array(h))
-    }
-    fn from_f32(v: &[f32], dev_type: i32) -> Array {
-        let a = Array::new(v.len(), dev_type).unwrap();
-        // SAFETY: `v` holds the array's bytes.
-        let rc = unsafe { napi::TVMArrayCopyFromBytes(a.0, v.as_ptr() as *mut c_void, v.len() * 4) };
-        assert_eq!(rc, 0, "{}", last_error());
-        a
-    }
-    fn f32s(&self, n: usize) -> Vec<f32> {
-        let mut out = vec![0f32; n];
-        // SAFETY: `out` holds `n` floats.
-        let rc = unsafe { napi::TVMArrayCopyToBytes(self.0, out.as_mut_ptr().cast(), n * 4) };
-        assert_eq!(rc, 0, "{}", last_error());
-        out
-    }
-    fn data(&self) -> *mut c_void {
-        // SAFETY: a live array.
-        unsafe { (*self.0).data }
-    }
-}
-
-impl Drop for Array {
-    fn drop(&mut self) {
-        // SAFETY: an owned handle, freed once.
-        assert_eq!(unsafe { napi::TVMArrayFree(self.0) }, 0);
-    }
-}
-
 /// The `cuda` blob entry (formats.md 8), written here independently of the runtime's writer.
 fn cuda_entry(ptx: &str) -> Vec<u8> {
     fn s(out: &mut Vec<u8>, b: &[u8]) {
@@ -127,21 +84,12 @@ fn loads_everywhere_and_fails_clearly_without_a_driver() {
         let e = attr(t, 0, 1).unwrap_err();
         assert!(e.contains("CUDA: "), "{e}");
     }
-    let e = Array::new(4, CUDA).err().unwrap();
+    let e = DevArray::try_new(&[4], 2, CUDA).err().unwrap();
     assert!(e.contains("CUDA: "), "{e}");
-    let e = Array::new(4, CUDA_HOST).err().unwrap();
+    let e = DevArray::try_new(&[4], 2, CUDA_HOST).err().unwrap();
     assert!(e.contains("CUDA: "), "{e}");
     let k = get_function(&m, "vadd_kernel0", false).unwrap();
-    let null = std::ptr::null_mut();
-    let args = [
-        Arg::Handle(null),
-        Arg::Handle(null),
-        Arg::Handle(null),
-        Arg::Float(1.0),
-        Arg::Int(1),
-        Arg::Int(1),
-        Arg::Int(1),
-    ];
+    let args = vadd_args([std::ptr::null_mut(); 3], 1.0, 1, 1, 1);
     let e = call(&k, &args).unwrap_err();
     assert!(e.contains("CUDA: "), "{e}");
     // TVM's CUDA export: loads, then creating the executor on cuda(0) is the clear error.
@@ -153,7 +101,7 @@ fn loads_everywhere_and_fails_clearly_without_a_driver() {
         if let Some(add_one) = fixture("add_one.so") {
             let lib = load(&add_one).unwrap();
             let f = get_function(&lib, "add_one", false).unwrap();
-            let (a, b) = (Array::from_f32(&[1.0, 2.0], 1), Array::new(2, 1).unwrap());
+            let (a, b) = (DevArray::from_f32(&[1.0, 2.0], 1), DevArray::new(&[2], 2, 1));
             call(&f, &[Arg::Array(a.0.cast()), Arg::Array(b.0.cast())]).unwrap();
             assert_eq!(b.f32s(2), vec![2.0, 3.0]);
         }
@@ -166,16 +114,7 @@ fn kernel_argument_checks_need_no_driver() {
     let k = get_function(&m, "vadd_kernel0", false).unwrap();
     let e = call(&k, &[Arg::Int(1)]).unwrap_err();
     assert!(e.contains("vadd_kernel0 expects 7 arguments"), "{e}");
-    let null = std::ptr::null_mut();
-    let args = [
-        Arg::Handle(null),
-        Arg::Handle(null),
-        Arg::Handle(null),
-        Arg::Float(1.0),
-        Arg::Int(1),
-        Arg::Int(-1),
-        Arg::Int(1),
-    ];
+    let args = vadd_args([std::ptr::null_mut(); 3], 1.0, 1, -1, 1);
     let e = call(&k, &args).unwrap_err();
     assert!(e.contains("out of range"), "{e}");
     let n = c("__tvm_main__");
@@ -186,22 +125,7 @@ fn kernel_argument_checks_need_no_driver() {
 }
 
 fn vadd(k: &Func, n: usize, s: f32) {
-    let a: Vec<f32> = (0..n).map(|i| i as f32).collect();
-    let b: Vec<f32> = (0..n).map(|i| (i % 5) as f32).collect();
-    let (da, db, dc) = (Array::from_f32(&a, CUDA), Array::from_f32(&b, CUDA), Array::new(n, CUDA).unwrap());
-    let blocks = n.div_ceil(128) as i64;
-    let args = [
-        Arg::Handle(da.data()),
-        Arg::Handle(db.data()),
-        Arg::Handle(dc.data()),
-        Arg::Float(f64::from(s)),
-        Arg::Int(n as i64),
-        Arg::Int(blocks),
-        Arg::Int(128),
-    ];
-    call(k, &args).unwrap();
-    let want: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x + s * y).collect();
-    assert_eq!(dc.f32s(n), want);
+    check_vadd(k, CUDA, n, s, 128);
 }
 
 #[test]
@@ -227,9 +151,9 @@ fn gpu_device_api_and_kernels() {
 
     // Pinned host memory: copies to and from device memory.
     let v: Vec<f32> = (0..300).map(|i| i as f32 * 0.25).collect();
-    let pinned = Array::from_f32(&v, CUDA_HOST);
-    let dev = Array::new(300, CUDA).unwrap();
-    let back = Array::new(300, CUDA_HOST).unwrap();
+    let pinned = DevArray::from_f32(&v, CUDA_HOST);
+    let dev = DevArray::new(&[300], 2, CUDA);
+    let back = DevArray::new(&[300], 2, CUDA_HOST);
     // SAFETY: live arrays of equal size.
     unsafe {
         assert_eq!(napi::TVMArrayCopyFromTo(pinned.0, dev.0, std::ptr::null_mut()), 0, "{}", last_error());
@@ -296,7 +220,7 @@ fn gpu_newer_architecture_is_named() {
     let newer = PTX.replace(".target sm_50", &format!(".target sm_{}", sm + 10));
     let m = load(&write_ptx("newer", &newer)).unwrap();
     let k = get_function(&m, "vadd_kernel0", false).unwrap();
-    let n = Array::new(1, CUDA).unwrap();
+    let n = DevArray::new(&[1], 2, CUDA);
     let args = [
         Arg::Handle(n.data()),
         Arg::Handle(n.data()),
@@ -329,7 +253,7 @@ fn gpu_tvm_mlp2_nvptx_export() {
         panic!("default(cuda): {}", last_error())
     };
     let ex = Mod(ex);
-    let x = Array::with_shape(&in_shape, 1).unwrap();
+    let x = DevArray::new(&in_shape, 2, 1);
     // SAFETY: `input` holds the array's bytes.
     assert_eq!(unsafe { napi::TVMArrayCopyFromBytes(x.0, input.as_ptr() as *mut c_void, input.len() * 4) }, 0);
     call(&get_function(&ex, "set_input", false).unwrap(), &[Arg::Str("data"), Arg::Array(x.0.cast())]).unwrap();
@@ -337,7 +261,7 @@ fn gpu_tvm_mlp2_nvptx_export() {
     let Ok(Ret::Other(13, h)) = call(&get_function(&ex, "get_output", false).unwrap(), &[Arg::Int(0)]) else {
         panic!("get_output: {}", last_error())
     };
-    let out = Array(h as usize as *mut DLTensor);
+    let out = DevArray(h as usize as *mut DLTensor);
     let got = out.f32s(want.len());
     for (g, w) in got.iter().zip(&want) {
         assert!((g - w).abs() <= atol + rtol * w.abs(), "{g} vs {w}");

@@ -37,53 +37,6 @@ fn opencl_ready() -> bool {
     false
 }
 
-/// An owned NDArray.
-struct Array(*mut DLTensor);
-
-impl Array {
-    fn new(shape: &[i64], code: i32, dev_type: i32) -> Array {
-        let mut h = std::ptr::null_mut();
-        // SAFETY: valid shape array and out-pointer.
-        let rc = unsafe { napi::TVMArrayAlloc(shape.as_ptr(), shape.len() as i32, code, 32, 1, dev_type, 0, &mut h) };
-        assert_eq!(rc, 0, "TVMArrayAlloc: {}", last_error());
-        Array(h)
-    }
-    fn from_f32(v: &[f32], dev_type: i32) -> Array {
-        let a = Array::new(&[v.len() as i64], 2, dev_type);
-        a.write(v.as_ptr().cast(), v.len() * 4);
-        a
-    }
-    fn write(&self, p: *const c_void, n: usize) {
-        // SAFETY: `p` holds `n` bytes.
-        assert_eq!(unsafe { napi::TVMArrayCopyFromBytes(self.0, p.cast_mut(), n) }, 0, "{}", last_error());
-    }
-    fn f32s(&self, n: usize) -> Vec<f32> {
-        let mut out = vec![0f32; n];
-        // SAFETY: `out` holds `n` floats.
-        let rc = unsafe { napi::TVMArrayCopyToBytes(self.0, out.as_mut_ptr().cast(), n * 4) };
-        assert_eq!(rc, 0, "{}", last_error());
-        out
-    }
-    fn i32s(&self, n: usize) -> Vec<i32> {
-        let mut out = vec![0i32; n];
-        // SAFETY: `out` holds `n` ints.
-        let rc = unsafe { napi::TVMArrayCopyToBytes(self.0, out.as_mut_ptr().cast(), n * 4) };
-        assert_eq!(rc, 0, "{}", last_error());
-        out
-    }
-    fn data(&self) -> *mut c_void {
-        // SAFETY: a live array.
-        unsafe { (*self.0).data }
-    }
-}
-
-impl Drop for Array {
-    fn drop(&mut self) {
-        // SAFETY: an owned handle, freed once.
-        assert_eq!(unsafe { napi::TVMArrayFree(self.0) }, 0);
-    }
-}
-
 const SOURCE: &str = include_str!("fixtures/opencl_kernels.cl");
 
 const META: &str = include_str!("fixtures/opencl_kernels.tvm_meta.json");
@@ -105,25 +58,7 @@ fn vadd_expected(a: &[f32], b: &[f32], s: f32) -> Vec<f32> {
 /// Runs vadd_kernel0 of `m` on `n` elements and checks the result.
 fn check_vadd(m: &Mod, n: usize, s: f32) {
     let f = get_function(m, "vadd_kernel0", false).expect("kernel function");
-    let a: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
-    let b: Vec<f32> = (0..n).map(|i| 1.0 - i as f32).collect();
-    let (da, db) = (Array::from_f32(&a, OPENCL), Array::from_f32(&b, OPENCL));
-    let dc = Array::new(&[n as i64], 2, OPENCL);
-    let blocks = n.div_ceil(64) as i64;
-    call(
-        &f,
-        &[
-            Arg::Handle(da.data()),
-            Arg::Handle(db.data()),
-            Arg::Handle(dc.data()),
-            Arg::Float(f64::from(s)),
-            Arg::Int(n as i64),
-            Arg::Int(blocks),
-            Arg::Int(64),
-        ],
-    )
-    .expect("vadd launch");
-    assert_eq!(dc.f32s(n), vadd_expected(&a, &b, s));
+    common::check_vadd(&f, OPENCL, n, s, 64);
 }
 
 #[test]
@@ -149,9 +84,9 @@ fn device_api_and_attributes() {
 
     // Copies: CPU -> CL -> CL -> CPU, with the checks of TVMArrayCopyFromTo.
     let v: Vec<f32> = (0..777).map(|i| i as f32).collect();
-    let host = Array::from_f32(&v, 1);
-    let d1 = Array::new(&[777], 2, OPENCL);
-    let d2 = Array::new(&[777], 2, OPENCL);
+    let host = DevArray::from_f32(&v, 1);
+    let d1 = DevArray::new(&[777], 2, OPENCL);
+    let d2 = DevArray::new(&[777], 2, OPENCL);
     // SAFETY: live arrays of equal size.
     unsafe {
         assert_eq!(napi::TVMArrayCopyFromTo(host.0, d1.0, std::ptr::null_mut()), 0);
@@ -161,7 +96,7 @@ fn device_api_and_attributes() {
     // The data pointer is a descriptor whose first word is the cl_mem.
     // SAFETY: an OpenCL array's data is a descriptor of at least one pointer.
     assert!(!unsafe { *d1.data().cast::<*mut c_void>() }.is_null());
-    let small = Array::new(&[5], 2, OPENCL);
+    let small = DevArray::new(&[5], 2, OPENCL);
     // SAFETY: live arrays.
     assert_ne!(unsafe { napi::TVMArrayCopyFromTo(host.0, small.0, std::ptr::null_mut()) }, 0);
     assert!(last_error().contains("size must exactly match"), "{}", last_error());
@@ -207,7 +142,7 @@ fn kernels_from_a_cl_file() {
     // Two-dimensional NDRange: tags [blockIdx.y, blockIdx.x, threadIdx.x], extents (3, 5, 32)
     // give global [160, 3], local [32, 1].
     let f = get_function(&m, "fill2d_kernel0", false).unwrap();
-    let out = Array::new(&[3, 160], 0, OPENCL);
+    let out = DevArray::new(&[3, 160], 0, OPENCL);
     call(&f, &[Arg::Handle(out.data()), Arg::Int(160), Arg::Int(3), Arg::Int(5), Arg::Int(32)]).unwrap();
     let got = out.i32s(480);
     let want: Vec<i32> = (0..3).flat_map(|y| (0..160).map(move |x| y * 1000 + x)).collect();
@@ -256,7 +191,7 @@ fn build_errors_and_missing_kernels() {
         "broken_kernel0": {"arg_types": ["handle"], "launch_param_tags": ["threadIdx.x"]},
         "ghost_kernel0": {"arg_types": ["handle"], "launch_param_tags": ["threadIdx.x"]}}}"#;
     let m = load(&write_cl("bad", src, meta)).expect("a bad kernel only fails when built");
-    let buf = Array::new(&[4], 2, OPENCL);
+    let buf = DevArray::new(&[4], 2, OPENCL);
     let f = get_function(&m, "broken_kernel0", false).unwrap();
     let e = call(&f, &[Arg::Handle(buf.data()), Arg::Int(1)]).unwrap_err();
     assert!(e.contains("OpenCL build error for device="), "{e}");
@@ -396,7 +331,8 @@ fn model_library_with_an_opencl_blob() {
     let n = 2049;
     let a: Vec<f32> = (0..n).map(|i| (i % 13) as f32).collect();
     let b: Vec<f32> = (0..n).map(|i| (i % 7) as f32 * 0.5).collect();
-    let (da, db, dc) = (Array::from_f32(&a, OPENCL), Array::from_f32(&b, OPENCL), Array::new(&[n as i64], 2, OPENCL));
+    let (da, db, dc) =
+        (DevArray::from_f32(&a, OPENCL), DevArray::from_f32(&b, OPENCL), DevArray::new(&[n as i64], 2, OPENCL));
     call(&f, &[Arg::Array(da.0.cast()), Arg::Array(db.0.cast()), Arg::Array(dc.0.cast()), Arg::Float(-2.0)]).unwrap();
     assert_eq!(dc.f32s(n), vadd_expected(&a, &b, -2.0));
     // Round trip of the opencl module through its own SaveToBinary (runtime.ModuleSaveToBinary
@@ -436,7 +372,7 @@ fn tvm_mlp2_opencl_export() {
         panic!("default(opencl): {}", last_error())
     };
     let ex = Mod(ex);
-    let x = Array::new(&in_shape, 2, 1);
+    let x = DevArray::new(&in_shape, 2, 1);
     x.write(in_bytes.as_ptr().cast(), in_bytes.len());
     call(&get_function(&ex, "set_input", false).unwrap(), &[Arg::Str("data"), Arg::Array(x.0.cast())]).unwrap();
     let run = get_function(&ex, "run", false).unwrap();
@@ -445,7 +381,7 @@ fn tvm_mlp2_opencl_export() {
         let Ok(Ret::Other(13, h)) = call(&get_function(&ex, "get_output", false).unwrap(), &[Arg::Int(0)]) else {
             panic!("get_output: {}", last_error())
         };
-        let out = Array(h as usize as *mut DLTensor);
+        let out = DevArray(h as usize as *mut DLTensor);
         // SAFETY: a live array returned by get_output.
         assert_eq!(unsafe { (*out.0).device.device_type }, OPENCL);
         assert_close(&out.f32s(want.len()), &want, rtol, atol);
@@ -510,16 +446,7 @@ fn child_no_opencl() {
     let e = last_error();
     assert!(e.contains("No OpenCL device (") && e.contains(&expect), "{e}");
     let k = get_function(&import(&cl, 0), "vadd_kernel0", false).unwrap();
-    let null = std::ptr::null_mut();
-    let args = [
-        Arg::Handle(null),
-        Arg::Handle(null),
-        Arg::Handle(null),
-        Arg::Float(1.0),
-        Arg::Int(1),
-        Arg::Int(1),
-        Arg::Int(1),
-    ];
+    let args = vadd_args([std::ptr::null_mut(); 3], 1.0, 1, 1, 1);
     let e = call(&k, &args).unwrap_err();
     assert!(e.contains("No OpenCL device"), "{e}");
     if let Some(p) = fixture("mlp2_opencl.so") {

@@ -150,6 +150,36 @@ pub fn read_device_file(path: &str, format: &str) -> Result<DeviceFile> {
     Ok(DeviceFile { fmt, data, fmap })
 }
 
+/// The payload of a device module (`fmt`, function map, image), as CUDA and OpenCL modules
+/// serialize themselves (formats.md §8, §9).
+pub fn write_payload(fmt: &str, fmap: &FunctionMap, data: &[u8]) -> Vec<u8> {
+    let mut w = Writer::default();
+    w.str_bytes(fmt.as_bytes());
+    write_fmap(&mut w, fmap);
+    w.str_bytes(data);
+    w.buf
+}
+
+/// Reads a device module payload: `fmt`, function map, image.
+pub fn read_payload(r: &mut Reader<'_>) -> Result<(String, FunctionMap, Vec<u8>)> {
+    let fmt = r.string()?;
+    let fmap = read_fmap(r)?;
+    let data = r.str_bytes()?.to_vec();
+    Ok((fmt, fmap, data))
+}
+
+/// `SaveToFile` of a device module: the image raw, plus the `.tvm_meta.json` side file. The
+/// format (`format`, else the path's extension) must be the module's own.
+pub fn save_device_file(path: &str, format: &str, fmt: &str, data: &[u8], fmap: &FunctionMap) -> Result<()> {
+    let want = if format.is_empty() { path.rsplit('.').next().unwrap_or("") } else { format };
+    if want != fmt {
+        return Err(Error::value(format!("Can only save to format={fmt}")));
+    }
+    std::fs::write(path, data).map_err(|e| Error::tvm(format!("Cannot write {path}: {e}")))?;
+    let meta = meta_path(path);
+    std::fs::write(&meta, meta_json(fmap)?).map_err(|e| Error::tvm(format!("Cannot write {meta}: {e}")))
+}
+
 /// How a kernel parameter is passed (devices.md §7.5 table).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ArgKind {

@@ -85,13 +85,9 @@ pub trait DeviceApi: Send + Sync {
     ) -> Result<*mut c_void> {
         match scope {
             None | Some("global") => {
-                let nbytes = shape_bytes(shape, dtype)?;
-                let align = data_alignment(dtype);
-                self.alloc_data_space(dev, nbytes, align, dtype)
+                self.alloc_data_space(dev, shape_bytes(shape, dtype)?, data_alignment(dtype), dtype)
             }
-            Some(s) => Err(Error::value(format!(
-                "Device does not support allocate data space with specified memory scope: {s}"
-            ))),
+            Some(s) => Err(unsupported_scope(s)),
         }
     }
 
@@ -202,6 +198,11 @@ pub fn get_api(device_type: i32, allow_missing: bool) -> Result<Option<&'static 
 /// The device API of a type, or the error saying it is missing.
 pub fn api(device_type: i32) -> Result<&'static dyn DeviceApi> {
     get_api(device_type, false)?.ok_or_else(|| Error::tvm("Device API is not enabled."))
+}
+
+/// The error for a memory scope a device does not support.
+pub fn unsupported_scope(scope: &str) -> Error {
+    Error::value(format!("Device does not support allocate data space with specified memory scope: {scope}"))
 }
 
 /// `prod(shape) * element bytes`, checked for overflow and negative extents.

@@ -199,26 +199,48 @@ impl RawAlloc for CpuAlloc {
     }
 }
 
-/// A thread's CPU pool; releases its free blocks when the thread exits.
-struct ThreadPool(WorkspacePool);
+/// A thread's pool for one device back end, with its allocator; releases its free blocks when
+/// the thread exits (blocks still in use then are leaked, as in v0.8).
+pub struct LocalPool<A: RawAlloc> {
+    pool: WorkspacePool,
+    alloc: A,
+}
 
-impl Drop for ThreadPool {
-    fn drop(&mut self) {
-        self.0.release_all(&CpuAlloc);
+impl<A: RawAlloc> LocalPool<A> {
+    /// An empty pool drawing from `alloc`.
+    pub fn new(alloc: A) -> Self {
+        LocalPool { pool: WorkspacePool::new(), alloc }
     }
 }
 
+impl<A: RawAlloc> Drop for LocalPool<A> {
+    fn drop(&mut self) {
+        self.pool.release_all(&self.alloc);
+    }
+}
+
+/// Runs `f` on the calling thread's pool behind `key` (errors instead of panics when the pool is
+/// re-entered or used while the thread exits).
+pub fn with_local_pool<A: RawAlloc + 'static, T>(
+    key: &'static std::thread::LocalKey<RefCell<LocalPool<A>>>,
+    f: impl FnOnce(&mut WorkspacePool, &A) -> Result<T>,
+) -> Result<T> {
+    key.try_with(|p| match p.try_borrow_mut() {
+        Ok(mut p) => {
+            let p = &mut *p;
+            f(&mut p.pool, &p.alloc)
+        }
+        Err(_) => Err(Error::internal("workspace pool re-entered")),
+    })
+    .unwrap_or_else(|_| Err(Error::tvm("workspace pool used during thread exit")))
+}
+
 thread_local! {
-    static CPU_POOL: RefCell<ThreadPool> = RefCell::new(ThreadPool(WorkspacePool::new()));
+    static CPU_POOL: RefCell<LocalPool<CpuAlloc>> = RefCell::new(LocalPool::new(CpuAlloc));
 }
 
 fn with_cpu_pool<T>(f: impl FnOnce(&mut WorkspacePool) -> Result<T>) -> Result<T> {
-    CPU_POOL
-        .try_with(|p| match p.try_borrow_mut() {
-            Ok(mut p) => f(&mut p.0),
-            Err(_) => Err(Error::internal("workspace pool re-entered")),
-        })
-        .unwrap_or_else(|_| Err(Error::tvm("workspace pool used during thread exit")))
+    with_local_pool(&CPU_POOL, |p, _| f(p))
 }
 
 /// `TVMBackendAllocWorkspace` for the CPU: a 128-byte aligned block from this thread's pool.

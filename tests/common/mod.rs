@@ -408,3 +408,112 @@ pub unsafe fn from_c(p: *const c_char) -> String {
     // SAFETY: per contract.
     unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
 }
+
+// ---------------------------------------------------------------------------------------------
+// Arrays on any device
+
+/// An owned NDArray (`TVMArrayAlloc` / `TVMArrayFree`).
+pub struct DevArray(pub *mut tvm_runtime::abi::DLTensor);
+
+impl DevArray {
+    /// A `code`/32-bit array of `shape` on device type `dev_type` (id 0), or the error text.
+    pub fn try_new(shape: &[i64], code: i32, dev_type: i32) -> Result<DevArray, String> {
+        let mut h = std::ptr::null_mut();
+        // SAFETY: valid shape array and out-pointer.
+        let rc = unsafe {
+            tvm_runtime::ffi::ndarray::TVMArrayAlloc(
+                shape.as_ptr(),
+                shape.len() as c_int,
+                code,
+                32,
+                1,
+                dev_type,
+                0,
+                &mut h,
+            )
+        };
+        if rc != 0 {
+            return Err(last_error());
+        }
+        Ok(DevArray(h))
+    }
+
+    /// As [`DevArray::try_new`], panicking on failure.
+    pub fn new(shape: &[i64], code: i32, dev_type: i32) -> DevArray {
+        DevArray::try_new(shape, code, dev_type).unwrap_or_else(|e| panic!("TVMArrayAlloc: {e}"))
+    }
+
+    /// A float32 vector on device type `dev_type`.
+    pub fn from_f32(v: &[f32], dev_type: i32) -> DevArray {
+        let a = DevArray::new(&[v.len() as i64], 2, dev_type);
+        a.write(v.as_ptr().cast(), v.len() * 4);
+        a
+    }
+
+    /// `TVMArrayCopyFromBytes` of `n` bytes at `p`.
+    pub fn write(&self, p: *const c_void, n: usize) {
+        // SAFETY: `p` holds `n` bytes.
+        let rc = unsafe { tvm_runtime::ffi::ndarray::TVMArrayCopyFromBytes(self.0, p.cast_mut(), n) };
+        assert_eq!(rc, 0, "{}", last_error());
+    }
+
+    fn read<T: Default + Clone>(&self, n: usize) -> Vec<T> {
+        let mut out = vec![T::default(); n];
+        let bytes = n * std::mem::size_of::<T>();
+        // SAFETY: `out` holds `bytes` bytes.
+        let rc = unsafe { tvm_runtime::ffi::ndarray::TVMArrayCopyToBytes(self.0, out.as_mut_ptr().cast(), bytes) };
+        assert_eq!(rc, 0, "{}", last_error());
+        out
+    }
+
+    /// The first `n` elements as float32.
+    pub fn f32s(&self, n: usize) -> Vec<f32> {
+        self.read(n)
+    }
+
+    /// The first `n` elements as int32.
+    pub fn i32s(&self, n: usize) -> Vec<i32> {
+        self.read(n)
+    }
+
+    /// The data pointer (a device handle for GPU arrays).
+    pub fn data(&self) -> *mut c_void {
+        // SAFETY: a live array.
+        unsafe { (*self.0).data }
+    }
+}
+
+impl Drop for DevArray {
+    fn drop(&mut self) {
+        // SAFETY: an owned handle, freed once.
+        assert_eq!(unsafe { tvm_runtime::ffi::ndarray::TVMArrayFree(self.0) }, 0);
+    }
+}
+
+/// The arguments of the tests' `vadd_kernel0(A, B, C, s, n)` with tags `[blockIdx.x,
+/// threadIdx.x]`, as generated host code passes them: three buffers, the scalars, the extents.
+pub fn vadd_args<'a>(bufs: [*mut c_void; 3], s: f64, n: i64, blocks: i64, threads: i64) -> [Arg<'a>; 7] {
+    [
+        Arg::Handle(bufs[0]),
+        Arg::Handle(bufs[1]),
+        Arg::Handle(bufs[2]),
+        Arg::Float(s),
+        Arg::Int(n),
+        Arg::Int(blocks),
+        Arg::Int(threads),
+    ]
+}
+
+/// Runs `vadd_kernel0` on `n` elements of device type `dev_type` with `threads` per block and
+/// checks the result (the inputs are chosen so that every result is exact in float32).
+pub fn check_vadd(k: &Func, dev_type: i32, n: usize, s: f32, threads: usize) {
+    let a: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
+    let b: Vec<f32> = (0..n).map(|i| 1.0 - (i % 7) as f32).collect();
+    let (da, db) = (DevArray::from_f32(&a, dev_type), DevArray::from_f32(&b, dev_type));
+    let dc = DevArray::new(&[n as i64], 2, dev_type);
+    let blocks = n.div_ceil(threads) as i64;
+    let args = vadd_args([da.data(), db.data(), dc.data()], f64::from(s), n as i64, blocks, threads as i64);
+    call(k, &args).expect("vadd launch");
+    let want: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x + s * y).collect();
+    assert_eq!(dc.f32s(n), want);
+}

@@ -5,7 +5,7 @@
 
 use super::driver::{self, check, sys, CUcontext, CUdevice, CUdeviceptr, CUresult, CUstream};
 use crate::abi::{DLDataType, DLDevice};
-use crate::device::workspace::{RawAlloc, WorkspacePool};
+use crate::device::workspace::{with_local_pool, LocalPool, RawAlloc, WorkspacePool};
 use crate::device::{DeviceApi, CPU, CUDA, CUDA_HOST};
 use crate::error::{Error, Result};
 use crate::value::Value;
@@ -343,36 +343,15 @@ impl RawAlloc for CudaAlloc {
     }
 }
 
-/// A thread's pools: device memory and pinned host memory kept apart (unlike v0.8).
-struct ThreadPools {
-    device: WorkspacePool,
-    host: WorkspacePool,
-}
-
-impl Drop for ThreadPools {
-    fn drop(&mut self) {
-        self.device.release_all(&CudaAlloc(CUDA));
-        self.host.release_all(&CudaAlloc(CUDA_HOST));
-    }
-}
-
 thread_local! {
-    static POOLS: RefCell<ThreadPools> = RefCell::new(ThreadPools { device: WorkspacePool::new(), host: WorkspacePool::new() });
+    /// The thread's pool of device memory workspaces.
+    static DEVICE_POOL: RefCell<LocalPool<CudaAlloc>> = RefCell::new(LocalPool::new(CudaAlloc(CUDA)));
+    /// The thread's pool of pinned host workspaces, kept apart from device memory (unlike v0.8).
+    static HOST_POOL: RefCell<LocalPool<CudaAlloc>> = RefCell::new(LocalPool::new(CudaAlloc(CUDA_HOST)));
 }
 
 fn with_pool<T>(device_type: i32, f: impl FnOnce(&mut WorkspacePool, &CudaAlloc) -> Result<T>) -> Result<T> {
-    POOLS
-        .try_with(|p| match p.try_borrow_mut() {
-            Ok(mut p) => {
-                if device_type == CUDA_HOST {
-                    f(&mut p.host, &CudaAlloc(CUDA_HOST))
-                } else {
-                    f(&mut p.device, &CudaAlloc(CUDA))
-                }
-            }
-            Err(_) => Err(Error::internal("CUDA workspace pool re-entered")),
-        })
-        .unwrap_or_else(|_| Err(Error::tvm("CUDA workspace pool used during thread exit")))
+    with_local_pool(if device_type == CUDA_HOST { &HOST_POOL } else { &DEVICE_POOL }, f)
 }
 
 /// `runtime.GetCudaFreeMemory`: free and total memory of the thread's current device.

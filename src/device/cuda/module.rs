@@ -8,7 +8,7 @@ use super::driver::{self, sys, CUfunction, CUmodule, CUresult};
 use crate::device::kernel::{self, FunctionMap, KernelSig};
 use crate::error::{Error, Result};
 use crate::function::PackedFunc;
-use crate::io::{Reader, Writer};
+use crate::io::Reader;
 use crate::module::{Module, ModuleNode};
 use crate::value::Args;
 use parking_lot::Mutex;
@@ -91,9 +91,7 @@ impl CudaModule {
 
     /// `runtime.module.loadbinary_cuda`: `fmt`, function map, image.
     pub fn load(r: &mut Reader<'_>) -> Result<CudaModule> {
-        let fmt = r.string()?;
-        let fmap = kernel::read_fmap(r)?;
-        let data = r.str_bytes()?.to_vec();
+        let (fmt, fmap, data) = kernel::read_payload(r)?;
         Ok(CudaModule::new(fmt, fmap, data))
     }
 
@@ -131,22 +129,11 @@ impl ModuleNode for CudaModule {
     }
 
     fn save_to_binary(&self) -> Result<Vec<u8>> {
-        let mut w = Writer::default();
-        w.str_bytes(self.inner.fmt.as_bytes());
-        kernel::write_fmap(&mut w, &self.inner.fmap);
-        w.str_bytes(self.inner.data());
-        Ok(w.buf)
+        Ok(kernel::write_payload(&self.inner.fmt, &self.inner.fmap, self.inner.data()))
     }
 
     fn save_to_file(&self, path: &str, format: &str) -> Result<()> {
-        let fmt = if format.is_empty() { path.rsplit('.').next().unwrap_or("") } else { format };
-        if fmt != self.inner.fmt {
-            return Err(Error::value(format!("Can only save to format={}", self.inner.fmt)));
-        }
-        std::fs::write(path, self.inner.data()).map_err(|e| Error::tvm(format!("Cannot write {path}: {e}")))?;
-        let meta = kernel::meta_path(path);
-        std::fs::write(&meta, kernel::meta_json(&self.inner.fmap)?)
-            .map_err(|e| Error::tvm(format!("Cannot write {meta}: {e}")))
+        kernel::save_device_file(path, format, &self.inner.fmt, self.inner.data(), &self.inner.fmap)
     }
 
     fn get_source(&self, format: &str) -> Result<String> {

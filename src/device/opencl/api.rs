@@ -4,7 +4,7 @@
 
 use super::driver::{self, check, Driver, Handle};
 use crate::abi::{DLDataType, DLDevice};
-use crate::device::workspace::{RawAlloc, WorkspacePool};
+use crate::device::workspace::{with_local_pool, LocalPool, RawAlloc, WorkspacePool};
 use crate::device::{DeviceApi, CPU, OPENCL};
 use crate::error::{Error, Result};
 use crate::value::Value;
@@ -286,9 +286,7 @@ impl DeviceApi for OpenClApi {
             Some(s) if s.contains("texture") => Err(Error::value(format!(
                 "OpenCL texture memory (scope {s}) is not supported by this runtime; use buffer (global) scope"
             ))),
-            Some(s) => Err(Error::value(format!(
-                "Device does not support allocate data space with specified memory scope: {s}"
-            ))),
+            Some(s) => Err(crate::device::unsupported_scope(s)),
         }
     }
 
@@ -437,23 +435,11 @@ impl RawAlloc for OpenClAlloc {
     }
 }
 
-/// A thread's OpenCL workspace pool; its free blocks are released at thread exit.
-struct ThreadPool(WorkspacePool);
-
-impl Drop for ThreadPool {
-    fn drop(&mut self) {
-        self.0.release_all(&OpenClAlloc);
-    }
-}
-
 thread_local! {
-    static POOL: RefCell<ThreadPool> = RefCell::new(ThreadPool(WorkspacePool::new()));
+    /// The thread's OpenCL workspace pool; its free blocks are released at thread exit.
+    static POOL: RefCell<LocalPool<OpenClAlloc>> = RefCell::new(LocalPool::new(OpenClAlloc));
 }
 
 fn with_pool<T>(f: impl FnOnce(&mut WorkspacePool) -> Result<T>) -> Result<T> {
-    POOL.try_with(|p| match p.try_borrow_mut() {
-        Ok(mut p) => f(&mut p.0),
-        Err(_) => Err(Error::internal("OpenCL workspace pool re-entered")),
-    })
-    .unwrap_or_else(|_| Err(Error::tvm("OpenCL workspace pool used during thread exit")))
+    with_local_pool(&POOL, |p, _| f(p))
 }

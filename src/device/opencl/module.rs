@@ -144,9 +144,7 @@ impl OpenClModule {
 
     /// `runtime.module.loadbinary_opencl`: `fmt`, function map, source.
     pub fn load(r: &mut Reader<'_>) -> Result<OpenClModule> {
-        let fmt = r.string()?;
-        let fmap = kernel::read_fmap(r)?;
-        let data = r.str_bytes()?.to_vec();
+        let (fmt, fmap, data) = kernel::read_payload(r)?;
         OpenClModule::new(fmt, fmap, data)
     }
 
@@ -173,22 +171,11 @@ impl ModuleNode for OpenClModule {
     }
 
     fn save_to_binary(&self) -> Result<Vec<u8>> {
-        let mut w = Writer::default();
-        w.str_bytes(self.inner.fmt.as_bytes());
-        kernel::write_fmap(&mut w, &self.inner.fmap);
-        w.str_bytes(&self.inner.data);
-        Ok(w.buf)
+        Ok(kernel::write_payload(&self.inner.fmt, &self.inner.fmap, &self.inner.data))
     }
 
     fn save_to_file(&self, path: &str, format: &str) -> Result<()> {
-        let fmt = if format.is_empty() { path.rsplit('.').next().unwrap_or("") } else { format };
-        if fmt != self.inner.fmt {
-            return Err(Error::value(format!("Can only save to format={}", self.inner.fmt)));
-        }
-        std::fs::write(path, &self.inner.data).map_err(|e| Error::tvm(format!("Cannot write {path}: {e}")))?;
-        let meta = kernel::meta_path(path);
-        std::fs::write(&meta, kernel::meta_json(&self.inner.fmap)?)
-            .map_err(|e| Error::tvm(format!("Cannot write {meta}: {e}")))
+        kernel::save_device_file(path, format, &self.inner.fmt, &self.inner.data, &self.inner.fmap)
     }
 
     fn get_source(&self, format: &str) -> Result<String> {
