@@ -318,84 +318,49 @@ impl DeviceApi for OpenClApi {
         _stream: *mut c_void,
     ) -> Result<()> {
         let (fo, to_off) = (from_offset as usize, to_offset as usize);
-        match (dev_from.device_type, dev_to.device_type) {
-            (OPENCL, OPENCL) => {
-                let ws = workspace()?;
-                let q = ws.queue(dev_to.device_id)?;
-                if nbytes == 0 {
-                    return Ok(());
-                }
-                let (src, dst) = (buffer_of(from)?, buffer_of(to)?);
-                // SAFETY: both buffers are live (caller's contract) and hold the checked sizes.
-                check(unsafe {
-                    (ws.drv.EnqueueCopyBuffer)(
-                        q,
-                        src,
-                        dst,
-                        fo,
-                        to_off,
-                        nbytes,
-                        0,
-                        std::ptr::null(),
-                        std::ptr::null_mut(),
-                    )
-                })
+        let (ft, tt) = (dev_from.device_type, dev_to.device_type);
+        if !matches!((ft, tt), (OPENCL, OPENCL) | (OPENCL, CPU) | (CPU, OPENCL)) {
+            return Err(Error::value("Expect copy from/to OpenCL or between OpenCL"));
+        }
+        let ws = workspace()?;
+        // Device-to-device copies go on the destination's queue, host transfers on the device's.
+        let q = ws.queue(if tt == OPENCL { dev_to.device_id } else { dev_from.device_id })?;
+        if nbytes == 0 {
+            return Ok(());
+        }
+        let host = |p: *const c_void, off: usize| -> Result<*mut c_void> {
+            if p.is_null() {
+                return Err(Error::value("copy with a NULL host pointer"));
             }
-            (OPENCL, CPU) => {
-                let ws = workspace()?;
-                let q = ws.queue(dev_from.device_id)?;
-                if nbytes == 0 {
-                    return Ok(());
+            Ok(p.cast::<u8>().wrapping_add(off).cast::<c_void>().cast_mut())
+        };
+        let (none, no_event) = (std::ptr::null(), std::ptr::null_mut());
+        // SAFETY: the buffers are live descriptors and the host ranges hold `nbytes` past their
+        // offsets (the tensor contract the caller checked); host transfers finish before return.
+        unsafe {
+            match (ft, tt) {
+                (OPENCL, OPENCL) => check((ws.drv.EnqueueCopyBuffer)(
+                    q,
+                    buffer_of(from)?,
+                    buffer_of(to)?,
+                    fo,
+                    to_off,
+                    nbytes,
+                    0,
+                    none,
+                    no_event,
+                )),
+                (OPENCL, _) => {
+                    let h = host(to, to_off)?;
+                    check((ws.drv.EnqueueReadBuffer)(q, buffer_of(from)?, 0, fo, nbytes, h, 0, none, no_event))?;
+                    check((ws.drv.Finish)(q))
                 }
-                if to.is_null() {
-                    return Err(Error::value("copy to a NULL host pointer"));
-                }
-                let src = buffer_of(from)?;
-                let host = to.cast::<u8>().wrapping_add(to_off).cast::<c_void>();
-                // SAFETY: the host range holds `nbytes` (tensor contract); finished before return.
-                unsafe {
-                    check((ws.drv.EnqueueReadBuffer)(
-                        q,
-                        src,
-                        0,
-                        fo,
-                        nbytes,
-                        host,
-                        0,
-                        std::ptr::null(),
-                        std::ptr::null_mut(),
-                    ))?;
+                _ => {
+                    let h = host(from, fo)?;
+                    check((ws.drv.EnqueueWriteBuffer)(q, buffer_of(to)?, 0, to_off, nbytes, h, 0, none, no_event))?;
                     check((ws.drv.Finish)(q))
                 }
             }
-            (CPU, OPENCL) => {
-                let ws = workspace()?;
-                let q = ws.queue(dev_to.device_id)?;
-                if nbytes == 0 {
-                    return Ok(());
-                }
-                if from.is_null() {
-                    return Err(Error::value("copy from a NULL host pointer"));
-                }
-                let dst = buffer_of(to)?;
-                let host = from.cast::<u8>().wrapping_add(fo).cast::<c_void>();
-                // SAFETY: the host range holds `nbytes` (tensor contract); finished before return.
-                unsafe {
-                    check((ws.drv.EnqueueWriteBuffer)(
-                        q,
-                        dst,
-                        0,
-                        to_off,
-                        nbytes,
-                        host,
-                        0,
-                        std::ptr::null(),
-                        std::ptr::null_mut(),
-                    ))?;
-                    check((ws.drv.Finish)(q))
-                }
-            }
-            _ => Err(Error::value("Expect copy from/to OpenCL or between OpenCL")),
         }
     }
 
