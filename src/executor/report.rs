@@ -35,46 +35,196 @@ fn report_arg(a: &Args<'_>) -> Result<String> {
     r.map(|r| r.json.clone()).ok_or_else(|| Error::type_error("expected a runtime.profiling.Report"))
 }
 
-fn metric_text(v: &serde_json::Value) -> String {
-    let Some(obj) = v.as_object() else { return v.to_string() };
-    if let Some(s) = obj.get("string").and_then(|s| s.as_str()) {
-        return s.to_owned();
-    }
-    if let Some(c) = obj.get("count") {
-        return c.to_string();
-    }
-    if let Some(us) = obj.get("microseconds").and_then(|x| x.as_f64()) {
-        return format!("{us:.2}");
-    }
-    if let Some(p) = obj.get("percent").and_then(|x| x.as_f64()) {
-        return format!("{p:.2}");
-    }
-    v.to_string()
+/// One metric of a call.
+#[derive(Clone, Debug, PartialEq)]
+enum Metric {
+    Str(String),
+    Count(i64),
+    Duration(f64),
+    Percent(f64),
 }
 
-fn rows(json: &str) -> Result<(Vec<String>, Vec<Vec<String>>)> {
-    let v: serde_json::Value = serde_json::from_str(json).map_err(|e| Error::value(format!("bad report: {e}")))?;
-    let calls = v.get("calls").and_then(|c| c.as_array()).cloned().unwrap_or_default();
-    let mut cols: Vec<String> = Vec::new();
-    for c in &calls {
-        for k in c.as_object().into_iter().flatten().map(|(k, _)| k) {
-            if !cols.contains(k) {
-                cols.push(k.clone());
-            }
+impl Metric {
+    fn from_json(v: &serde_json::Value) -> Metric {
+        let o = v.as_object();
+        let get = |k: &str| o.and_then(|o| o.get(k));
+        if let Some(s) = get("string").and_then(|s| s.as_str()) {
+            Metric::Str(s.to_owned())
+        } else if let Some(c) = get("count").and_then(|c| c.as_i64()) {
+            Metric::Count(c)
+        } else if let Some(us) = get("microseconds").and_then(|x| x.as_f64()) {
+            Metric::Duration(us)
+        } else if let Some(p) = get("percent").and_then(|x| x.as_f64()) {
+            Metric::Percent(p)
+        } else {
+            Metric::Str(v.to_string())
         }
     }
-    let rows =
-        calls.iter().map(|c| cols.iter().map(|k| c.get(k).map(metric_text).unwrap_or_default()).collect()).collect();
-    Ok((cols, rows))
+
+    /// The sum of two metrics of one column (strings keep the first).
+    fn add(&self, other: &Metric) -> Metric {
+        match (self, other) {
+            (Metric::Count(a), Metric::Count(b)) => Metric::Count(a + b),
+            (Metric::Duration(a), Metric::Duration(b)) => Metric::Duration(a + b),
+            (Metric::Percent(a), Metric::Percent(b)) => Metric::Percent(a + b),
+            (a, _) => a.clone(),
+        }
+    }
+
+    /// As a table cell: counts as integers, durations and percents with two decimals.
+    fn table_text(&self) -> String {
+        match self {
+            Metric::Str(s) => s.clone(),
+            Metric::Count(c) => c.to_string(),
+            Metric::Duration(x) | Metric::Percent(x) => format!("{x:.2}"),
+        }
+    }
+
+    /// As a CSV field: strings quoted, numbers as C++ streams print them.
+    fn csv_text(&self) -> String {
+        match self {
+            Metric::Str(s) => format!("\"{}\"", s.replace('"', "\"\"")),
+            Metric::Count(c) => c.to_string(),
+            Metric::Duration(x) | Metric::Percent(x) => format_g(*x),
+        }
+    }
 }
 
-/// A CSV field (RFC 4180): quoted when it holds a comma, a quote or a line break.
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_owned()
+/// A double as a default C++ ostream prints it (`%g`: six significant digits, no trailing zeros).
+fn format_g(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() {
+        return if x == 0.0 { "0".into() } else { x.to_string() };
     }
+    let exp = x.abs().log10().floor() as i32;
+    let trim = |s: String| -> String {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_owned()
+        } else {
+            s
+        }
+    };
+    if !(-4..6).contains(&exp) {
+        let m = format!("{:.5e}", x);
+        let (mant, e) = m.split_once('e').unwrap_or((&m, "0"));
+        let e: i32 = e.parse().unwrap_or(0);
+        format!("{}e{}{:02}", trim(mant.to_owned()), if e < 0 { '-' } else { '+' }, e.abs())
+    } else {
+        trim(format!("{:.*}", (5 - exp).max(0) as usize, x))
+    }
+}
+
+type Row = indexmap::IndexMap<String, Metric>;
+
+fn parse_report(json: &str) -> Result<(Vec<Row>, Vec<Row>)> {
+    let v: serde_json::Value = serde_json::from_str(json).map_err(|e| Error::value(format!("bad report: {e}")))?;
+    let row = |o: &serde_json::Value| -> Row {
+        o.as_object().into_iter().flatten().map(|(k, m)| (k.clone(), Metric::from_json(m))).collect()
+    };
+    let calls = v.get("calls").and_then(|c| c.as_array()).map(|c| c.iter().map(row).collect()).unwrap_or_default();
+    let devices =
+        v.get("device_metrics").and_then(|d| d.as_object()).map(|d| d.values().map(row).collect()).unwrap_or_default();
+    Ok((calls, devices))
+}
+
+/// `Report::AsCSV`: one column per metric name (sorted), strings quoted.
+fn as_csv(json: &str) -> Result<String> {
+    let (calls, _) = parse_report(json)?;
+    let mut headers: Vec<&String> = calls.iter().flat_map(|r| r.keys()).collect();
+    headers.sort();
+    headers.dedup();
+    let mut out = headers.iter().map(|h| h.as_str()).collect::<Vec<_>>().join(",");
+    out.push('\n');
+    for r in &calls {
+        let cells: Vec<String> = headers.iter().map(|h| r.get(*h).map(Metric::csv_text).unwrap_or_default()).collect();
+        out.push_str(&cells.join(","));
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// `Report::AsTable(sort, aggregate, col_sums)`: calls merged by name (or hash), argument shapes
+/// and device; sorted by duration, longest first; a `Sum` row; a `Total` row per device.
+fn as_table(json: &str, sort: bool, aggregate: bool, col_sums: bool) -> Result<String> {
+    let (calls, devices) = parse_report(json)?;
+    let text = |r: &Row, k: &str| match r.get(k) {
+        Some(Metric::Str(s)) => s.clone(),
+        _ => String::new(),
+    };
+    let mut rows: Vec<Row> = if aggregate {
+        let mut groups: indexmap::IndexMap<String, Row> = indexmap::IndexMap::new();
+        for c in &calls {
+            let name = if c.contains_key("Hash") { text(c, "Hash") } else { text(c, "Name") };
+            let key = format!("{name}{}{}", text(c, "Argument Shapes"), text(c, "Device"));
+            let g = groups.entry(key).or_default();
+            for (k, m) in c {
+                let merged = match g.get(k) {
+                    Some(prev) => prev.add(m),
+                    None => m.clone(),
+                };
+                g.insert(k.clone(), merged);
+            }
+        }
+        groups.into_values().collect()
+    } else {
+        calls
+    };
+    if sort {
+        let dur = |r: &Row| match r.get("Duration (us)") {
+            Some(Metric::Duration(d)) => *d,
+            _ => 0.0,
+        };
+        rows.sort_by(|a, b| dur(b).total_cmp(&dur(a)));
+    }
+    if col_sums {
+        let mut sums = Row::new();
+        for r in &rows {
+            for (k, m) in r {
+                if matches!(m, Metric::Str(_)) {
+                    continue;
+                }
+                let v = match sums.get(k) {
+                    Some(prev) => prev.add(m),
+                    None => m.clone(),
+                };
+                sums.insert(k.clone(), v);
+            }
+        }
+        sums.insert("Name".into(), Metric::Str("Sum".into()));
+        rows.push([("Name".to_owned(), Metric::Str("----------".into()))].into_iter().collect());
+        rows.push(sums);
+    }
+    for d in devices {
+        let mut d = d;
+        d.insert("Name".into(), Metric::Str("Total".into()));
+        rows.push(d);
+    }
+    let mut headers: Vec<String> = ["Name", "Duration (us)", "Percent", "Device", "Count", "Argument Shapes"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let mut extra: Vec<&String> = rows.iter().flat_map(|r| r.keys()).filter(|k| !headers.contains(k)).collect();
+    extra.sort();
+    extra.dedup();
+    headers.extend(extra.into_iter().cloned());
+    let cells: Vec<Vec<String>> = std::iter::once(headers.clone())
+        .chain(
+            rows.iter().map(|r| headers.iter().map(|h| r.get(h).map(Metric::table_text).unwrap_or_default()).collect()),
+        )
+        .collect();
+    let widths: Vec<usize> =
+        (0..headers.len()).map(|i| cells.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
+    let mut out = String::new();
+    for r in &cells {
+        for (i, (c, w)) in r.iter().zip(&widths).enumerate() {
+            if i == 0 {
+                out.push_str(&format!("{c:<w$}  "));
+            } else {
+                out.push_str(&format!("{c:>w$}  "));
+            }
+        }
+        out.push('\n');
+    }
+    Ok(out)
 }
 
 /// Registers the report globals.
@@ -92,46 +242,18 @@ pub fn register(r: &mut Registrar<'_>) {
         Ok(Value::Object(Report::new_object(text)))
     });
     r.func("runtime.profiling.AsCSV", |a| {
-        let (cols, rows) = rows(&report_arg(a)?)?;
-        let line = |cells: &[String]| cells.iter().map(|c| csv_field(c)).collect::<Vec<_>>().join(",");
-        let mut out = line(&cols);
-        out.push('\n');
-        for r in rows {
-            out.push_str(&line(&r));
-            out.push('\n');
-        }
-        Ok(Value::Object(StringObj::new_object(out.as_bytes())))
+        Ok(Value::Object(StringObj::new_object(as_csv(&report_arg(a)?)?.as_bytes())))
     });
     r.func("runtime.profiling.AsTable", |a| {
-        let (cols, rows) = rows(&report_arg(a)?)?;
-        let widths: Vec<usize> = cols
-            .iter()
-            .enumerate()
-            .map(|(i, c)| rows.iter().map(|r| r[i].len()).chain([c.len()]).max().unwrap_or(0))
-            .collect();
-        let line = |cells: &[String]| {
-            cells
-                .iter()
-                .zip(&widths)
-                .map(|(c, w)| format!("{c:<w$}"))
-                .collect::<Vec<_>>()
-                .join("  ")
-                .trim_end()
-                .to_owned()
-        };
-        let mut out = line(&cols);
-        out.push('\n');
-        for r in &rows {
-            out.push_str(&line(r));
-            out.push('\n');
-        }
-        Ok(Value::Object(StringObj::new_object(out.as_bytes())))
+        let flag = |i: usize| -> Result<bool> { Ok(if a.len() > i { a.i64(i)? != 0 } else { true }) };
+        let table = as_table(&report_arg(a)?, flag(1)?, flag(2)?, flag(3)?)?;
+        Ok(Value::Object(StringObj::new_object(table.as_bytes())))
     });
 }
 
 #[cfg(test)]
 mod tests {
-    use super::csv_field;
+    use super::{as_csv, as_table, format_g};
 
     #[test]
     fn device_wrapper_objects() {
@@ -143,11 +265,40 @@ mod tests {
         assert_eq!(o.type_index(), crate::object::type_key2index("runtime.profiling.DeviceWrapper").unwrap());
     }
 
+    const REPORT: &str = r#"{"calls": [
+        {"Name": {"string": "conv"}, "Duration (us)": {"microseconds": 10.0}, "Count": {"count": 1},
+         "Argument Shapes": {"string": "float32[1, 3], float32[3]"}, "Device": {"string": "cpu0"}},
+        {"Name": {"string": "dense"}, "Duration (us)": {"microseconds": 30.5}, "Count": {"count": 1},
+         "Argument Shapes": {"string": "float32[4]"}, "Device": {"string": "cpu0"}},
+        {"Name": {"string": "conv"}, "Duration (us)": {"microseconds": 25.0}, "Count": {"count": 1},
+         "Argument Shapes": {"string": "float32[1, 3], float32[3]"}, "Device": {"string": "cpu0"}}],
+      "device_metrics": {"cpu0": {"Duration (us)": {"microseconds": 70.0}}}}"#;
+
     #[test]
-    fn csv_fields_are_quoted_when_needed() {
-        assert_eq!(csv_field("plain"), "plain");
-        assert_eq!(csv_field("float32[1, 784], float32[128, 784]"), "\"float32[1, 784], float32[128, 784]\"");
-        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
-        assert_eq!(csv_field("a\nb"), "\"a\nb\"");
+    fn csv_quotes_strings() {
+        let csv = as_csv(REPORT).unwrap();
+        let mut lines = csv.lines();
+        assert_eq!(lines.next().unwrap(), "Argument Shapes,Count,Device,Duration (us),Name");
+        assert_eq!(lines.next().unwrap(), "\"float32[1, 3], float32[3]\",1,\"cpu0\",10,\"conv\"");
+        assert_eq!(lines.next().unwrap(), "\"float32[4]\",1,\"cpu0\",30.5,\"dense\"");
+        assert_eq!(format_g(1234567.0), "1.23457e+06");
+        assert_eq!(format_g(0.000012345), "1.2345e-05");
+        assert_eq!(format_g(12.3456789), "12.3457");
+    }
+
+    #[test]
+    fn table_aggregates_sorts_and_sums() {
+        let t = as_table(REPORT, true, true, true).unwrap();
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[0].starts_with("Name "), "{t}");
+        // conv merged (35 us, count 2) sorts before dense (30.5 us).
+        assert!(lines[1].starts_with("conv") && lines[1].contains("35.00") && lines[1].contains(" 2 "), "{t}");
+        assert!(lines[2].starts_with("dense") && lines[2].contains("30.50"), "{t}");
+        assert!(lines[3].starts_with("----------"), "{t}");
+        assert!(lines[4].starts_with("Sum") && lines[4].contains("65.50") && lines[4].contains(" 3 "), "{t}");
+        assert!(lines[5].starts_with("Total") && lines[5].contains("70.00"), "{t}");
+        let plain = as_table(REPORT, false, false, false).unwrap();
+        assert_eq!(plain.lines().count(), 1 + 3 + 1);
+        assert!(plain.lines().nth(1).unwrap().contains("10.00"));
     }
 }
