@@ -422,6 +422,37 @@ fn without_a_driver_or_platform() {
     }
 }
 
+#[test]
+fn driver_opened_only_when_used() {
+    if !opencl_ready() {
+        return;
+    }
+    let out = run_child("child_lazy_driver", &[("TVMRT_EXPECT", "")]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("child checks passed"));
+}
+
+/// The body of [`driver_opened_only_when_used`]: loading an OpenCL export and listing its
+/// functions leaves the OpenCL library unopened; the first device query opens it.
+#[test]
+fn child_lazy_driver() {
+    if std::env::var("TVMRT_OPENCL_CHILD").is_err() || std::env::var("TVMRT_EXPECT").is_err() {
+        return;
+    }
+    let lib = Path::new("libOpenCL.so.1");
+    assert!(!is_loaded(lib), "nothing opened OpenCL yet");
+    let blob = Blob::default().lib().module("opencl", &opencl_entry(SOURCE)).tree(&[0, 1, 1], &[1]);
+    let host = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/opencl_host.c");
+    let m = load(&build_shared("clmodel_lazy", &[host], &blob_c_source(&blob.bytes()))).unwrap();
+    assert!(get_function(&import(&m, 0), "vadd_kernel0", false).is_some());
+    if let Some(p) = fixture("mlp2_opencl.so") {
+        let _m = load(&p).unwrap();
+    }
+    assert!(!is_loaded(lib), "loading OpenCL modules must not open the driver");
+    assert_eq!(call_global("runtime.GetDeviceAttr", &[Arg::Int(4), Arg::Int(0), Arg::Int(0)]).unwrap().int(), 1);
+    assert!(is_loaded(lib), "the first OpenCL operation opens the driver");
+    println!("child checks passed");
+}
+
 /// The body of [`without_a_driver_or_platform`], run only in its child processes.
 #[test]
 fn child_no_opencl() {
