@@ -107,11 +107,8 @@ fn split(shape: &[i64], axis: i64, what: &str) -> Result<(usize, usize, usize, u
 /// The stable order of the first `count` elements of slice `(o, i)`.
 fn order(data: &Tensor, e: Elem, base: usize, stride: usize, count: usize, ascend: bool) -> Vec<(usize, Key)> {
     let mut v: Vec<(usize, Key)> = (0..count).map(|k| (k, read(data, e, base + k * stride))).collect();
-    if ascend {
-        v.sort_by(|a, b| a.1.cmp(&b.1));
-    } else {
-        v.sort_by(|a, b| b.1.cmp(&a.1));
-    }
+    // One stable sort for both directions (descending keeps equal keys in input order too).
+    v.sort_by(|a, b| if ascend { a.1.cmp(&b.1) } else { b.1.cmp(&a.1) });
     v
 }
 

@@ -129,9 +129,7 @@ fn parse_report(json: &str) -> Result<(Vec<Row>, Vec<Row>)> {
 /// `Report::AsCSV`: one column per metric name (sorted), strings quoted.
 fn as_csv(json: &str) -> Result<String> {
     let (calls, _) = parse_report(json)?;
-    let mut headers: Vec<&String> = calls.iter().flat_map(|r| r.keys()).collect();
-    headers.sort();
-    headers.dedup();
+    let headers: std::collections::BTreeSet<&String> = calls.iter().flat_map(|r| r.keys()).collect();
     let mut out = headers.iter().map(|h| h.as_str()).collect::<Vec<_>>().join(",");
     out.push('\n');
     for r in &calls {
@@ -202,9 +200,8 @@ fn as_table(json: &str, sort: bool, aggregate: bool, col_sums: bool) -> Result<S
         .iter()
         .map(|s| s.to_string())
         .collect();
-    let mut extra: Vec<&String> = rows.iter().flat_map(|r| r.keys()).filter(|k| !headers.contains(k)).collect();
-    extra.sort();
-    extra.dedup();
+    let extra: std::collections::BTreeSet<&String> =
+        rows.iter().flat_map(|r| r.keys()).filter(|k| !headers.contains(k)).collect();
     headers.extend(extra.into_iter().cloned());
     let cells: Vec<Vec<String>> = std::iter::once(headers.clone())
         .chain(
