@@ -168,6 +168,26 @@ pub trait DeviceApi: Send + Sync {
     }
 }
 
+/// The first of `names` that the dynamic loader opens (a GPU driver, opened at run time), or
+/// every attempt's error, joined.
+pub fn open_first_library(names: &[&str]) -> std::result::Result<libloading::Library, String> {
+    let mut errors = Vec::new();
+    for name in names {
+        // SAFETY: loading a driver library runs its initialisers, which have no preconditions.
+        match unsafe { libloading::Library::new(*name) } {
+            Ok(l) => return Ok(l),
+            Err(e) => errors.push(crate::error::source_chain(&e)),
+        }
+    }
+    Err(errors.join("; "))
+}
+
+/// The handle a `device_api.<name>` global returns: a token for the device type, never
+/// dereferenced (devices.md 2.2).
+pub fn api_token(device_type: i32) -> Value {
+    Value::Handle(device_type as usize as *mut c_void)
+}
+
 /// Device APIs installed beside the CPU one (CUDA, OpenCL), by device type.
 static INSTALLED: [OnceLock<&'static dyn DeviceApi>; 16] = [const { OnceLock::new() }; 16];
 

@@ -45,13 +45,8 @@ pub fn runtime_enabled(target: &str) -> Result<bool> {
     Ok(registry::contains(name))
 }
 
-/// A token standing for a device API (never dereferenced by callers).
-fn api_token(device_type: i32) -> Value {
-    Value::Handle(device_type as usize as *mut std::ffi::c_void)
-}
-
 pub(super) fn register(r: &mut Registrar<'_>) {
-    r.func("device_api.cpu", |_| Ok(api_token(device::CPU)));
+    r.func("device_api.cpu", |_| Ok(device::api_token(device::CPU)));
     r.func("__tvm_set_device", |a| {
         a.expect_len("__tvm_set_device", 2)?;
         let dev = DLDevice { device_type: a.i32(0)?, device_id: a.i32(1)? };

@@ -62,21 +62,11 @@ static STATE: OnceLock<std::result::Result<(), String>> = OnceLock::new();
 fn open() -> std::result::Result<(), String> {
     // Our own attempt first: it gives the loader's message, and it spares cudarc's loader,
     // which panics when nothing is found.
-    let mut errors = Vec::new();
-    let mut found = false;
-    for name in LIB_NAMES {
-        // SAFETY: loading the driver runs its initialisers, which have no preconditions.
-        match unsafe { libloading::Library::new(*name) } {
-            Ok(_) => {
-                found = true;
-                break;
-            }
-            Err(e) => errors.push(crate::error::source_chain(&e)),
+    if let Err(errors) = crate::device::open_first_library(LIB_NAMES) {
+        // SAFETY: only tries to open cudarc's candidate names.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(format!("CUDA driver library could not be loaded ({errors})"));
         }
-    }
-    // SAFETY: only tries to open candidate names.
-    if !found && !unsafe { sys::is_culib_present() } {
-        return Err(format!("CUDA driver library could not be loaded ({})", errors.join("; ")));
     }
     // SAFETY: the library is present (checked above), so cudarc's loader does not panic.
     let lib = unsafe { sys::culib() };

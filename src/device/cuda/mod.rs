@@ -15,8 +15,8 @@ use module::CudaModule;
 /// Registers `device_api.cuda`, `device_api.cuda_host`, the loaders and
 /// `runtime.GetCudaFreeMemory`.
 pub fn register(r: &mut Registrar<'_>) {
-    r.func("device_api.cuda", |_| Ok(Value::Handle(crate::device::CUDA as usize as *mut std::ffi::c_void)));
-    r.func("device_api.cuda_host", |_| Ok(Value::Handle(crate::device::CUDA as usize as *mut std::ffi::c_void)));
+    r.func("device_api.cuda", |_| Ok(crate::device::api_token(crate::device::CUDA)));
+    r.func("device_api.cuda_host", |_| Ok(crate::device::api_token(crate::device::CUDA)));
     r.func("runtime.module.loadbinary_cuda", |a| {
         let m = blob::with_stream(a.handle(0)?, |s| CudaModule::load(s.reader()))?;
         Ok(Value::Module(Module::new(m)))

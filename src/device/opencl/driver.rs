@@ -137,25 +137,13 @@ const LIB_NAMES: &[&str] = &["libOpenCL.so.1", "libOpenCL.so"];
 
 impl Driver {
     fn open() -> std::result::Result<Driver, String> {
-        let mut errors = Vec::new();
-        let mut lib = None;
         let custom = std::env::var("TVM_OPENCL_LIBRARY").ok().filter(|s| !s.is_empty());
         let names: Vec<&str> = match &custom {
             Some(path) => vec![path.as_str()],
             None => LIB_NAMES.to_vec(),
         };
-        for name in &names {
-            // SAFETY: loading the OpenCL ICD loader runs its initialisers, which have no
-            // preconditions.
-            match unsafe { libloading::Library::new(*name) } {
-                Ok(l) => {
-                    lib = Some(l);
-                    break;
-                }
-                Err(e) => errors.push(crate::error::source_chain(&e)),
-            }
-        }
-        let lib = lib.ok_or_else(|| format!("{} could not be loaded: {}", names[0], errors.join("; ")))?;
+        let lib = crate::device::open_first_library(&names)
+            .map_err(|errors| format!("{} could not be loaded: {errors}", names[0]))?;
         macro_rules! sym {
             ($name:literal) => {
                 // SAFETY: the field's type is the C prototype of this OpenCL 1.2 entry point.

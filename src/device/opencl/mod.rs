@@ -15,7 +15,7 @@ use module::OpenClModule;
 
 /// Registers `device_api.opencl`, the texture globals and the loaders.
 pub fn register(r: &mut Registrar<'_>) {
-    r.func("device_api.opencl", |_| Ok(Value::Handle(crate::device::OPENCL as usize as *mut std::ffi::c_void)));
+    r.func("device_api.opencl", |_| Ok(crate::device::api_token(crate::device::OPENCL)));
     r.func("device_api.opencl.AllocTexture", |_| Err(texture_unsupported()));
     r.func("device_api.opencl.FreeTexture", |_| Err(texture_unsupported()));
     r.func("runtime.module.loadbinary_opencl", |a| {
