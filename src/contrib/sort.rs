@@ -4,7 +4,7 @@
 use super::Tensor;
 use crate::error::{Error, Result};
 use crate::registry::Registrar;
-use crate::value::{code, Args, Value};
+use crate::value::{Args, Value};
 use std::cmp::Ordering;
 
 /// A sort key read from a tensor: integers stay exact, floats compare as floats.
@@ -119,19 +119,12 @@ fn same_shape(a: &Tensor, b: &Tensor, what: &str) -> Result<()> {
     Ok(())
 }
 
-fn int_arg(a: &Args<'_>, i: usize, what: &str) -> Result<i64> {
-    if a.code(i)? != code::INT {
-        return Err(Error::type_error(format!("{what}: argument {i} must be an int")));
-    }
-    a.i64(i)
-}
-
 fn sort_global(a: &Args<'_>, with_indices: bool) -> Result<Value> {
     let what = if with_indices { "tvm.contrib.sort.argsort" } else { "tvm.contrib.sort.sort" };
     a.expect_len(what, 4)?;
     let data = Tensor::arg(a, 0, what)?;
     let out = Tensor::arg(a, 1, what)?;
-    let (axis, ascend) = (int_arg(a, 2, what)?, int_arg(a, 3, what)? != 0);
+    let (axis, ascend) = (a.i64(2)?, a.i64(3)? != 0);
     let de = data_elem(&data, what)?;
     same_shape(&data, &out, what)?;
     let oe = if with_indices {
@@ -168,7 +161,7 @@ fn argsort_nms(a: &Args<'_>) -> Result<Value> {
     let data = Tensor::arg(a, 0, what)?;
     let counts = Tensor::arg(a, 1, what)?;
     let out = Tensor::arg(a, 2, what)?;
-    let (axis, ascend) = (int_arg(a, 3, what)?, int_arg(a, 4, what)? != 0);
+    let (axis, ascend) = (a.i64(3)?, a.i64(4)? != 0);
     if (data.dtype.code, data.dtype.bits, data.dtype.lanes) != (2, 32, 1) {
         return Err(Error::value(format!("{what}: data must be float32, got {}", data.dtype_name())));
     }
@@ -205,10 +198,10 @@ fn topk(a: &Args<'_>) -> Result<Value> {
         return Err(Error::value(format!("{what} expects data, outputs, k, axis, ret_type, is_ascend")));
     }
     let m = a.len() - 4;
-    let k = int_arg(a, m, what)?;
-    let axis = int_arg(a, m + 1, what)?;
+    let k = a.i64(m)?;
+    let axis = a.i64(m + 1)?;
     let ret_type = a.string(m + 2)?;
-    let ascend = int_arg(a, m + 3, what)? != 0;
+    let ascend = a.i64(m + 3)? != 0;
     let data = Tensor::arg(a, 0, what)?;
     let de = data_elem(&data, what)?;
     let (values, indices) = match (ret_type.as_str(), m) {
