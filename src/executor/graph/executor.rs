@@ -376,23 +376,11 @@ impl GraphExecutor {
     }
 
     fn check_input(&self, idx: usize) -> Result<()> {
-        if idx >= self.num_inputs() {
-            return Err(Error::index(format!(
-                "input index {idx} out of range: the graph has {} inputs",
-                self.num_inputs()
-            )));
-        }
-        Ok(())
+        check_index(idx, self.num_inputs(), "input")
     }
 
     fn check_output(&self, idx: usize) -> Result<()> {
-        if idx >= self.num_outputs() {
-            return Err(Error::index(format!(
-                "output index {idx} out of range: the graph has {} outputs",
-                self.num_outputs()
-            )));
-        }
-        Ok(())
+        check_index(idx, self.num_outputs(), "output")
     }
 
     /// Gives entry `eid` private storage if it is shared with a factory.
@@ -935,6 +923,14 @@ pub fn get_function(exec: &GraphExecutor, name: &str, this: &Module) -> Option<P
         "profile_rpc" => with(|e, _| Ok(Value::str(e.profile_json()?))),
         _ => return None,
     })
+}
+
+/// `idx < n`, or the error naming the kind of index (`input`/`output`).
+fn check_index(idx: usize, n: usize, what: &str) -> Result<()> {
+    if idx >= n {
+        return Err(Error::index(format!("{what} index {idx} out of range: the graph has {n} {what}s")));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
