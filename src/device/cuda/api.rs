@@ -18,6 +18,9 @@ thread_local! {
     static CURRENT: Cell<i32> = const { Cell::new(0) };
     /// The calling thread's stream for launches (`TVMSetStream`), shared by all devices.
     static STREAM: Cell<usize> = const { Cell::new(0) };
+    /// Primary contexts this thread has looked up already, so that binding a device (done
+    /// before every driver call, launches included) takes no process-wide lock.
+    static KNOWN_CONTEXTS: RefCell<Vec<(i32, usize)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Primary contexts by device id, retained once and kept for the life of the process.
@@ -34,15 +37,26 @@ pub fn device(id: i32) -> Result<CUdevice> {
 
 /// The primary context of device `id`.
 pub fn primary_context(id: i32) -> Result<CUcontext> {
-    let mut ctxs = CONTEXTS.lock();
-    if let Some(&(_, c)) = ctxs.iter().find(|(d, _)| *d == id) {
-        return Ok(c as CUcontext);
+    let known = |v: &[(i32, usize)]| v.iter().find(|(d, _)| *d == id).map(|&(_, c)| c as CUcontext);
+    // `try_with`: workspace pools free their blocks during thread exit, after this may be gone.
+    if let Some(c) = KNOWN_CONTEXTS.try_with(|k| known(&k.borrow())).ok().flatten() {
+        return Ok(c);
     }
-    let dev = device(id)?;
-    let mut ctx: CUcontext = std::ptr::null_mut();
-    // SAFETY: a valid device; the context is retained for the life of the process.
-    check(unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, dev) })?;
-    ctxs.push((id, ctx as usize));
+    let ctx = {
+        let mut ctxs = CONTEXTS.lock();
+        match known(&ctxs) {
+            Some(c) => c,
+            None => {
+                let dev = device(id)?;
+                let mut ctx: CUcontext = std::ptr::null_mut();
+                // SAFETY: a valid device; the context is retained for the life of the process.
+                check(unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, dev) })?;
+                ctxs.push((id, ctx as usize));
+                ctx
+            }
+        }
+    };
+    let _ = KNOWN_CONTEXTS.try_with(|k| k.borrow_mut().push((id, ctx as usize)));
     Ok(ctx)
 }
 
