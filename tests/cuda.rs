@@ -44,24 +44,7 @@ fn write_ptx(name: &str, ptx: &str) -> PathBuf {
 
 /// The `cuda` blob entry (formats.md 8), written here independently of the runtime's writer.
 fn cuda_entry(ptx: &str) -> Vec<u8> {
-    fn s(out: &mut Vec<u8>, b: &[u8]) {
-        out.extend_from_slice(&(b.len() as u64).to_le_bytes());
-        out.extend_from_slice(b);
-    }
-    let mut d = Vec::new();
-    s(&mut d, b"ptx");
-    d.extend_from_slice(&1u64.to_le_bytes());
-    s(&mut d, b"vadd_kernel0");
-    s(&mut d, b"");
-    d.extend_from_slice(&5u64.to_le_bytes());
-    for t in [[3u8, 64, 1, 0], [3, 64, 1, 0], [3, 64, 1, 0], [2, 32, 1, 0], [0, 32, 1, 0]] {
-        d.extend_from_slice(&t);
-    }
-    d.extend_from_slice(&2u64.to_le_bytes());
-    s(&mut d, b"blockIdx.x");
-    s(&mut d, b"threadIdx.x");
-    s(&mut d, ptx.as_bytes());
-    d
+    device_entry("ptx", &[VADD_KERNEL], ptx.as_bytes())
 }
 
 #[test]

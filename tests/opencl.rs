@@ -286,33 +286,9 @@ fn child_cache() {
 /// The `opencl` blob entry of a library (formats.md 9), written here independently of the
 /// runtime's writer.
 fn opencl_entry(source: &str) -> Vec<u8> {
-    fn s(out: &mut Vec<u8>, b: &[u8]) {
-        out.extend_from_slice(&(b.len() as u64).to_le_bytes());
-        out.extend_from_slice(b);
-    }
-    let mut d = Vec::new();
-    s(&mut d, b"cl");
-    d.extend_from_slice(&2u64.to_le_bytes());
-    /// Name, parameter types (code, bits, lanes as two bytes), thread tags.
-    type Kernel<'a> = (&'a str, &'a [[u8; 4]], &'a [&'a str]);
-    let kernels: [Kernel<'_>; 2] = [
-        (
-            "vadd_kernel0",
-            &[[3, 64, 1, 0], [3, 64, 1, 0], [3, 64, 1, 0], [2, 32, 1, 0], [0, 32, 1, 0]],
-            &["blockIdx.x", "threadIdx.x"],
-        ),
-        ("fill2d_kernel0", &[[3, 64, 1, 0], [0, 32, 1, 0]], &["blockIdx.y", "blockIdx.x", "threadIdx.x"]),
-    ];
-    for (name, types, tags) in kernels {
-        s(&mut d, name.as_bytes());
-        s(&mut d, b"");
-        d.extend_from_slice(&(types.len() as u64).to_le_bytes());
-        types.iter().for_each(|t| d.extend_from_slice(t));
-        d.extend_from_slice(&(tags.len() as u64).to_le_bytes());
-        tags.iter().for_each(|t| s(&mut d, t.as_bytes()));
-    }
-    s(&mut d, source.as_bytes());
-    d
+    let fill2d: KernelInfo<'_> =
+        ("fill2d_kernel0", &[(3, 64, 1), (0, 32, 1)], &["blockIdx.y", "blockIdx.x", "threadIdx.x"]);
+    device_entry("cl", &[VADD_KERNEL, fill2d], source.as_bytes())
 }
 
 #[test]

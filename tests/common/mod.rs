@@ -517,3 +517,32 @@ pub fn check_vadd(k: &Func, dev_type: i32, n: usize, s: f32, threads: usize) {
     let want: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x + s * y).collect();
     assert_eq!(dc.f32s(n), want);
 }
+
+/// One kernel of a device module: name, parameter types as (code, bits, lanes), thread tags.
+pub type KernelInfo<'a> = (&'a str, &'a [(u8, u8, u16)], &'a [&'a str]);
+
+/// The tests' `vadd_kernel0(A, B, C: handle, s: float32, n: int32)`.
+pub const VADD_KERNEL: KernelInfo<'static> =
+    ("vadd_kernel0", &[(3, 64, 1), (3, 64, 1), (3, 64, 1), (2, 32, 1), (0, 32, 1)], &["blockIdx.x", "threadIdx.x"]);
+
+/// A `cuda` / `opencl` blob entry (formats.md 8, 9: format, function map, image), written here
+/// independently of the runtime's writer.
+pub fn device_entry(fmt: &str, kernels: &[KernelInfo<'_>], image: &[u8]) -> Vec<u8> {
+    let mut d = Vec::new();
+    put_str(&mut d, fmt.as_bytes());
+    d.extend_from_slice(&(kernels.len() as u64).to_le_bytes());
+    for (name, types, tags) in kernels {
+        put_str(&mut d, name.as_bytes());
+        put_str(&mut d, b"");
+        d.extend_from_slice(&(types.len() as u64).to_le_bytes());
+        for &(code, bits, lanes) in *types {
+            d.push(code);
+            d.push(bits);
+            d.extend_from_slice(&lanes.to_le_bytes());
+        }
+        d.extend_from_slice(&(tags.len() as u64).to_le_bytes());
+        tags.iter().for_each(|t| put_str(&mut d, t.as_bytes()));
+    }
+    put_str(&mut d, image);
+    d
+}
