@@ -24,8 +24,8 @@ use std::sync::{Arc, OnceLock};
 
 /// The most nested calls a VM runs (Relay loops recurse; TVM has no limit but memory).
 pub const MAX_CALL_DEPTH: usize = 1 << 20;
-/// The most registers live over all frames (512 MiB of registers).
-pub const MAX_STACK_REGISTERS: usize = 1 << 26;
+/// The most registers live over all frames (32 MiB of registers).
+pub const MAX_STACK_REGISTERS: usize = 1 << 22;
 
 /// The CPU, device 0 (where shapes, tags and scalars live).
 pub const CPU0: DLDevice = DLDevice { device_type: CPU, device_id: 0 };

@@ -212,6 +212,10 @@ impl VirtualMachine {
     /// `set_input(func, *args)` (arguments from `offset` on).
     pub fn set_input(&self, name: &str, a: &Args<'_>, offset: usize) -> Result<()> {
         let fi = self.function(name)?;
+        self.with_state(|st| self.set_input_locked(st, fi, name, a, offset))
+    }
+
+    fn set_input_locked(&self, st: &mut VmState, fi: usize, name: &str, a: &Args<'_>, offset: usize) -> Result<()> {
         let f = &self.interp.exec.functions[fi];
         let given = a.len().saturating_sub(offset);
         if given != f.params.len() {
@@ -221,27 +225,25 @@ impl VirtualMachine {
                 f.params.len()
             )));
         }
-        self.with_state(|st| {
-            let mut args = Vec::with_capacity(given);
-            for (k, &dt) in f.params_device_type.iter().enumerate() {
-                let i = offset + k;
-                let dev = st.device(dt)?;
-                let obj = if a.code(i)? == code::DLTENSOR {
-                    let t = dltensor_arg(a, i)?;
-                    let arr = NDArray::empty(device::tensor_shape(t)?, t.dtype, dev)?;
-                    arr.copy_from(t)?;
-                    arr.into_object()
-                } else {
-                    let o = a
-                        .object(i)?
-                        .ok_or_else(|| Error::value(format!("input {k} ({}) of {name} is None", f.params[k])))?;
-                    copy_object_to(&o, dev).map_err(|e| e.context(format!("input {k} ({})", f.params[k])))?
-                };
-                args.push(obj);
-            }
-            st.inputs.insert(name.to_owned(), args);
-            Ok(())
-        })
+        let mut args = Vec::with_capacity(given);
+        for (k, &dt) in f.params_device_type.iter().enumerate() {
+            let i = offset + k;
+            let dev = st.device(dt)?;
+            let obj = if a.code(i)? == code::DLTENSOR {
+                let t = dltensor_arg(a, i)?;
+                let arr = NDArray::empty(device::tensor_shape(t)?, t.dtype, dev)?;
+                arr.copy_from(t)?;
+                arr.into_object()
+            } else {
+                let o = a
+                    .object(i)?
+                    .ok_or_else(|| Error::value(format!("input {k} ({}) of {name} is None", f.params[k])))?;
+                copy_object_to(&o, dev).map_err(|e| e.context(format!("input {k} ({})", f.params[k])))?
+            };
+            args.push(obj);
+        }
+        st.inputs.insert(name.to_owned(), args);
+        Ok(())
     }
 
     /// `invoke(func)`: runs it on the inputs set for it.
@@ -304,9 +306,12 @@ impl VirtualMachine {
         let name = a.string(0)?;
         let host = DLDevice { device_type: a.i32(1)?, device_id: a.i32(2)? };
         device::device_name(host.device_type)?;
-        self.set_input(&name, a, 3)?;
         let fi = self.function(&name)?;
-        let r = self.with_state(|st| self.invoke_locked(st, fi, &name))?;
+        // One call: another thread's inputs cannot come between these inputs and this run.
+        let r = self.with_state(|st| {
+            self.set_input_locked(st, fi, &name, a, 3)?;
+            self.invoke_locked(st, fi, &name)
+        })?;
         Ok(Value::from_object(copy_object_to(&r, host)?))
     }
 
