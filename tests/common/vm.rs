@@ -232,6 +232,8 @@ pub struct VmFn {
     pub param_devices: Vec<i64>,
     pub regs: i64,
     pub code: Vec<Ins>,
+    /// Written instead of the instruction count when set (for damaged executables).
+    pub count_override: Option<String>,
 }
 
 impl VmFn {
@@ -243,6 +245,7 @@ impl VmFn {
             param_devices: vec![1; params.len()],
             regs,
             code,
+            count_override: None,
         }
     }
 }
@@ -358,7 +361,8 @@ impl Exe {
         }
         w64(&mut o, self.funcs.len() as u64);
         for f in &self.funcs {
-            wstrs(&mut o, &[f.name.clone(), f.regs.to_string(), f.code.len().to_string()]);
+            let count = f.count_override.clone().unwrap_or_else(|| f.code.len().to_string());
+            wstrs(&mut o, &[f.name.clone(), f.regs.to_string(), count]);
             wstrs(&mut o, &f.params);
             wi64s(&mut o, &f.param_devices);
             for i in &f.code {
