@@ -312,8 +312,8 @@ fn control_flow_takes_both_branches() {
     let vm = Vm::new(&exec, &[(1, 0, POOLED)]);
     let pos = Host::f32(&[4], &[1.0, -0.5, 2.0, 0.25]);
     let negs = Host::f32(&[4], &[-1.0, 0.5, -2.0, 0.25]);
-    assert_eq!(vm.run("main", &[pos.clone()]).unwrap().tensor(), &map1(&pos, |v| 2.0 * v));
-    assert_eq!(vm.run("main", &[negs.clone()]).unwrap().tensor(), &map1(&negs, |v| -v));
+    assert_eq!(vm.run("main", std::slice::from_ref(&pos)).unwrap().tensor(), &map1(&pos, |v| 2.0 * v));
+    assert_eq!(vm.run("main", std::slice::from_ref(&negs)).unwrap().tensor(), &map1(&negs, |v| -v));
 }
 
 #[test]
