@@ -749,3 +749,104 @@ mod pool {
         assert_eq!(alloc.held_bytes(), 0);
     }
 }
+
+/// Whether OpenCL device 0 exists; prints why the caller skips if not (fails under CI).
+fn opencl_ready() -> bool {
+    let exist =
+        common::call_global("runtime.GetDeviceAttr", &[common::Arg::Int(4), common::Arg::Int(0), common::Arg::Int(0)])
+            .unwrap()
+            .int();
+    if exist == 1 {
+        return true;
+    }
+    assert!(std::env::var("CI").as_deref() != Ok("true"), "no OpenCL device under CI=true");
+    eprintln!("SKIP: no OpenCL device here (install pocl-opencl-icd and ocl-icd-libopencl1 to run this test)");
+    false
+}
+
+/// main(a, b on the CPU) = (a + b copied back, a + b on OpenCL): device copies both ways and
+/// storage on OpenCL; on_device(x on OpenCL) = x + ones (a constant used on OpenCL).
+fn opencl_program(n: i64) -> Exe {
+    let mut e = Exe::new();
+    let bytes = e.constant(scalar(4 * n));
+    let ones = e.constant(Host::f32(&[n], &vec![1.0; n as usize]));
+    e.constants[ones as usize].device_type = 4;
+    let add = e.primitive("vm_cl_add");
+    e.funcs.push(VmFn::new(
+        "main",
+        &["a", "b"],
+        10,
+        vec![
+            op::device_copy(0, 1, 4, 2),
+            op::device_copy(1, 1, 4, 3),
+            op::load_const(bytes, 4),
+            op::alloc_storage(4, 64, F32, 4, 5),
+            op::load_consti(0, 6),
+            op::alloc_tensor(5, 6, &[n], F32, 7),
+            op::invoke_packed(add, 1, &[2, 3, 7]),
+            op::device_copy(7, 4, 1, 8),
+            op::alloc_adt(0, &[8, 7], 9),
+            op::ret(9),
+        ],
+    ));
+    let mut on_device = VmFn::new(
+        "on_device",
+        &["x"],
+        7,
+        vec![
+            op::load_const(bytes, 1),
+            op::alloc_storage(1, 64, F32, 4, 2),
+            op::load_consti(0, 3),
+            op::alloc_tensor(2, 3, &[n], F32, 4),
+            op::load_const(ones, 5),
+            op::invoke_packed(add, 1, &[0, 5, 4]),
+            op::ret(4),
+        ],
+    );
+    on_device.param_devices = vec![4];
+    e.funcs.push(on_device);
+    e
+}
+
+#[test]
+fn opencl_kernels_device_copies_and_storage() {
+    let n = 1000;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let source = std::fs::read(root.join("tests/fixtures/opencl_kernels.cl")).unwrap();
+    let fill2d: common::KernelInfo<'_> =
+        ("fill2d_kernel0", &[(3, 64, 1), (0, 32, 1)], &["blockIdx.y", "blockIdx.x", "threadIdx.x"]);
+    let cl = common::device_entry("cl", &[common::VADD_KERNEL, fill2d], &source);
+    let code = opencl_program(n).bytes();
+    let mut framed = (code.len() as u64).to_le_bytes().to_vec();
+    framed.extend_from_slice(&code);
+    // VMExecutable (0) imports the library (1), which imports the opencl module (2).
+    let blob = common::Blob::default()
+        .module("VMExecutable", &framed)
+        .lib()
+        .module("opencl", &cl)
+        .tree(&[0, 1, 2, 2], &[1, 2]);
+    let so = common::build_shared(
+        "vm-opencl",
+        &[root.join("tests/fixtures/vm_opencl_host.c")],
+        &common::blob_c_source(&blob.bytes()),
+    );
+    let exec = load(&so).unwrap();
+    assert_eq!(type_key(&common::import(&common::import(&exec, 0), 0)), "opencl");
+    if !opencl_ready() {
+        return;
+    }
+    let vm = Vm::new(&exec, &[(4, 0, POOLED), (1, 0, POOLED)]);
+    let a = input(1, &[n]);
+    let b = input(2, &[n]);
+    let sum = map2(&a, &b, |x, y| x + y);
+    for _ in 0..2 {
+        let out = vm.run("main", &[a.clone(), b.clone()]).unwrap();
+        assert_eq!(out, Out::Adt(0, vec![Out::Tensor(sum.clone()), Out::Tensor(sum.clone())]));
+    }
+    // Inputs of an OpenCL parameter are copied there; the result comes back to the CPU.
+    let out = vm.invoke_return_to_device("on_device", (1, 0), std::slice::from_ref(&a)).unwrap();
+    assert_eq!(out.tensor(), &map1(&a, |x| x + 1.0));
+    // Without the OpenCL device initialised, the parameter has no device.
+    let cpu_only = Vm::new(&exec, &[(1, 0, POOLED)]);
+    assert!(cpu_only.run("on_device", &[a]).unwrap_err().contains("device type 4 (opencl) has not been initialized"));
+}
