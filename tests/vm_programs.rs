@@ -1,7 +1,8 @@
 //! The Relay VM on executables built by the tests (tests/common/vm.rs writes TVM v0.8's format,
 //! tests/fixtures/vm_kernels.c holds the kernels): every opcode, with expected results computed
 //! here independently; run-time errors; damaged executables refused at load with the problem
-//! named; random damage never crashing; the memory pool's life.
+//! named; random damage never crashing; the memory pool's life; GPU kernels of an imported
+//! `opencl` module (PoCL) or `cuda` module (where a GPU is).
 
 mod common;
 
@@ -750,41 +751,27 @@ mod pool {
     }
 }
 
-/// Whether OpenCL device 0 exists; prints why the caller skips if not (fails under CI).
-fn opencl_ready() -> bool {
-    let exist =
-        common::call_global("runtime.GetDeviceAttr", &[common::Arg::Int(4), common::Arg::Int(0), common::Arg::Int(0)])
-            .unwrap()
-            .int();
-    if exist == 1 {
-        return true;
-    }
-    assert!(std::env::var("CI").as_deref() != Ok("true"), "no OpenCL device under CI=true");
-    eprintln!("SKIP: no OpenCL device here (install pocl-opencl-icd and ocl-icd-libopencl1 to run this test)");
-    false
-}
-
-/// main(a, b on the CPU) = (a + b copied back, a + b on OpenCL): device copies both ways and
-/// storage on OpenCL; on_device(x on OpenCL) = x + ones (a constant used on OpenCL).
-fn opencl_program(n: i64) -> Exe {
+/// main(a, b on the CPU) = (a + b copied back, a + b on the GPU): device copies both ways and
+/// storage on the GPU; on_device(x on the GPU) = x + ones (a constant used on the GPU).
+fn gpu_program(n: i64, dev: i64) -> Exe {
     let mut e = Exe::new();
     let bytes = e.constant(scalar(4 * n));
     let ones = e.constant(Host::f32(&[n], &vec![1.0; n as usize]));
-    e.constants[ones as usize].device_type = 4;
-    let add = e.primitive("vm_cl_add");
+    e.constants[ones as usize].device_type = dev;
+    let add = e.primitive("vm_gpu_add");
     e.funcs.push(VmFn::new(
         "main",
         &["a", "b"],
         10,
         vec![
-            op::device_copy(0, 1, 4, 2),
-            op::device_copy(1, 1, 4, 3),
+            op::device_copy(0, 1, dev, 2),
+            op::device_copy(1, 1, dev, 3),
             op::load_const(bytes, 4),
-            op::alloc_storage(4, 64, F32, 4, 5),
+            op::alloc_storage(4, 64, F32, dev, 5),
             op::load_consti(0, 6),
             op::alloc_tensor(5, 6, &[n], F32, 7),
             op::invoke_packed(add, 1, &[2, 3, 7]),
-            op::device_copy(7, 4, 1, 8),
+            op::device_copy(7, dev, 1, 8),
             op::alloc_adt(0, &[8, 7], 9),
             op::ret(9),
         ],
@@ -795,7 +782,7 @@ fn opencl_program(n: i64) -> Exe {
         7,
         vec![
             op::load_const(bytes, 1),
-            op::alloc_storage(1, 64, F32, 4, 2),
+            op::alloc_storage(1, 64, F32, dev, 2),
             op::load_consti(0, 3),
             op::alloc_tensor(2, 3, &[n], F32, 4),
             op::load_const(ones, 5),
@@ -803,39 +790,39 @@ fn opencl_program(n: i64) -> Exe {
             op::ret(4),
         ],
     );
-    on_device.param_devices = vec![4];
+    on_device.param_devices = vec![dev];
     e.funcs.push(on_device);
     e
 }
 
-#[test]
-fn opencl_kernels_device_copies_and_storage() {
-    let n = 1000;
+/// The exported library of [`gpu_program`]: the VMExecutable (0) imports the library (1), which
+/// imports the device module (2) holding `vadd_kernel0`.
+fn gpu_library(n: i64, dev: i64) -> Mod {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let source = std::fs::read(root.join("tests/fixtures/opencl_kernels.cl")).unwrap();
-    let fill2d: common::KernelInfo<'_> =
-        ("fill2d_kernel0", &[(3, 64, 1), (0, 32, 1)], &["blockIdx.y", "blockIdx.x", "threadIdx.x"]);
-    let cl = common::device_entry("cl", &[common::VADD_KERNEL, fill2d], &source);
-    let code = opencl_program(n).bytes();
+    let (key, entry) = if dev == 4 {
+        let source = std::fs::read(root.join("tests/fixtures/opencl_kernels.cl")).unwrap();
+        let fill2d: common::KernelInfo<'_> =
+            ("fill2d_kernel0", &[(3, 64, 1), (0, 32, 1)], &["blockIdx.y", "blockIdx.x", "threadIdx.x"]);
+        ("opencl", common::device_entry("cl", &[common::VADD_KERNEL, fill2d], &source))
+    } else {
+        let ptx = std::fs::read(root.join("tests/fixtures/cuda_vadd.ptx")).unwrap();
+        ("cuda", common::device_entry("ptx", &[common::VADD_KERNEL], &ptx))
+    };
+    let code = gpu_program(n, dev).bytes();
     let mut framed = (code.len() as u64).to_le_bytes().to_vec();
     framed.extend_from_slice(&code);
-    // VMExecutable (0) imports the library (1), which imports the opencl module (2).
-    let blob = common::Blob::default()
-        .module("VMExecutable", &framed)
-        .lib()
-        .module("opencl", &cl)
-        .tree(&[0, 1, 2, 2], &[1, 2]);
-    let so = common::build_shared(
-        "vm-opencl",
-        &[root.join("tests/fixtures/vm_opencl_host.c")],
-        &common::blob_c_source(&blob.bytes()),
-    );
+    let blob =
+        common::Blob::default().module("VMExecutable", &framed).lib().module(key, &entry).tree(&[0, 1, 2, 2], &[1, 2]);
+    let host = root.join("tests/fixtures/vm_gpu_host.c");
+    let so = common::build_shared(&format!("vm-{key}"), &[host], &common::blob_c_source(&blob.bytes()));
     let exec = load(&so).unwrap();
-    assert_eq!(type_key(&common::import(&common::import(&exec, 0), 0)), "opencl");
-    if !opencl_ready() {
-        return;
-    }
-    let vm = Vm::new(&exec, &[(4, 0, POOLED), (1, 0, POOLED)]);
+    assert_eq!(type_key(&common::import(&common::import(&exec, 0), 0)), key);
+    exec
+}
+
+/// Runs [`gpu_program`] on device type `dev` (id 0).
+fn check_gpu_program(exec: &Mod, n: i64, dev: i32) {
+    let vm = Vm::new(exec, &[(dev, 0, POOLED), (1, 0, POOLED)]);
     let a = input(1, &[n]);
     let b = input(2, &[n]);
     let sum = map2(&a, &b, |x, y| x + y);
@@ -843,10 +830,38 @@ fn opencl_kernels_device_copies_and_storage() {
         let out = vm.run("main", &[a.clone(), b.clone()]).unwrap();
         assert_eq!(out, Out::Adt(0, vec![Out::Tensor(sum.clone()), Out::Tensor(sum.clone())]));
     }
-    // Inputs of an OpenCL parameter are copied there; the result comes back to the CPU.
+    // Inputs of a GPU parameter are copied there; the result comes back to the CPU.
     let out = vm.invoke_return_to_device("on_device", (1, 0), std::slice::from_ref(&a)).unwrap();
     assert_eq!(out.tensor(), &map1(&a, |x| x + 1.0));
-    // Without the OpenCL device initialised, the parameter has no device.
-    let cpu_only = Vm::new(&exec, &[(1, 0, POOLED)]);
-    assert!(cpu_only.run("on_device", &[a]).unwrap_err().contains("device type 4 (opencl) has not been initialized"));
+    // Without the GPU initialised, the parameter has no device.
+    let cpu_only = Vm::new(exec, &[(1, 0, POOLED)]);
+    let e = cpu_only.run("on_device", &[a]).unwrap_err();
+    assert!(e.contains(&format!("device type {dev}")) && e.contains("has not been initialized"), "{e}");
+}
+
+fn device_exists(dev: i64) -> bool {
+    let a = |i| common::Arg::Int(i);
+    common::call_global("runtime.GetDeviceAttr", &[a(dev), a(0), a(0)]).unwrap().int() == 1
+}
+
+#[test]
+fn opencl_kernels_device_copies_and_storage() {
+    let exec = gpu_library(1000, 4);
+    if !device_exists(4) {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "no OpenCL device under CI=true");
+        eprintln!("SKIP: no OpenCL device here (install pocl-opencl-icd and ocl-icd-libopencl1 to run this test)");
+        return;
+    }
+    check_gpu_program(&exec, 1000, 4);
+}
+
+#[test]
+fn cuda_kernels_device_copies_and_storage() {
+    // Loads everywhere; runs where a CUDA driver and GPU are (never on CI).
+    let exec = gpu_library(1000, 2);
+    if !device_exists(2) {
+        eprintln!("SKIP: no CUDA driver or GPU here (cuda(0).exist == 0); the GPU part needs one");
+        return;
+    }
+    check_gpu_program(&exec, 1000, 2);
 }
