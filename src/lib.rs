@@ -21,3 +21,4 @@ pub mod object;
 pub mod registry;
 pub mod threading;
 pub mod value;
+pub mod vm;

@@ -22,6 +22,8 @@ enum Source {
     View(#[expect(dead_code, reason = "held only to keep the base alive")] NDArray),
     /// Memory owned elsewhere for the array's whole life (linked parameters); never freed.
     External,
+    /// Memory owned by another object (a VM storage block), kept alive by this reference.
+    Keep(#[expect(dead_code, reason = "held only to keep the owner alive")] ObjectRef),
 }
 
 /// The body of an NDArray object.
@@ -64,7 +66,7 @@ impl Drop for NDArrayObj {
                     unsafe { del(m) };
                 }
             }
-            Source::View(_) | Source::External => {}
+            Source::View(_) | Source::External | Source::Keep(_) => {}
         }
     }
 }
@@ -140,6 +142,22 @@ impl NDArray {
         device::shape_bytes(shape, dtype)?;
         let tensor = bare_tensor(data, dev, dtype);
         Ok(Self::make(tensor, shape.to_vec(), Source::External))
+    }
+
+    /// An array at `byte_offset` of memory that `owner` holds (a VM storage block); the
+    /// reference keeps the owner alive while the array lives.
+    pub fn in_storage(
+        data: *mut c_void,
+        byte_offset: u64,
+        shape: &[i64],
+        dtype: DLDataType,
+        dev: DLDevice,
+        owner: ObjectRef,
+    ) -> Result<NDArray> {
+        device::shape_bytes(shape, dtype)?;
+        let mut tensor = bare_tensor(data, dev, dtype);
+        tensor.byte_offset = byte_offset;
+        Ok(Self::make(tensor, shape.to_vec(), Source::Keep(owner)))
     }
 
     /// A view of this array's data with another shape/dtype (must not be larger).
