@@ -433,8 +433,10 @@ impl ModuleNode for LibraryModule {
 /// `TVMAPISetLastError`) wrapped as TVM does, keeping a leading error kind (`ValueError: `,
 /// any `...Error`) in front.
 fn call_error(ret: c_int) -> Error {
-    if ret == -2 {
-        return Error::already_set();
+    let e = crate::error::foreign_error(ret);
+    if !matches!(e.repr(), crate::error::Repr::Raw(_)) {
+        // -2, or a Python exception raised by a callback the function called: kept as is.
+        return e;
     }
     let text = last_error_message();
     // Only a real error kind moves to the front: generated messages such as
@@ -518,7 +520,9 @@ unsafe fn adopt_return(v: TVMValue, c: c_int) -> Result<Value> {
                 }
             }
         }
-        c if (code::EXT_BEGIN..code::EXT_END).contains(&c) => Value::ext(c, v),
+        // SAFETY: see above (a bool in v_int64, TVM v0.18+).
+        code::BOOL => Value::Int(i64::from(unsafe { v.v_int64 } != 0)),
+        c if (code::BOOL + 1..code::EXT_END).contains(&c) => Value::ext(c, v),
         c => {
             return Err(Error::internal(format!(
                 "a compiled function returned a value of type code {c} ({}), which cannot be returned",
