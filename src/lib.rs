@@ -6,6 +6,7 @@
 //! [`device`], [`threading`]), which never imports `ffi`.
 
 pub mod abi;
+pub mod aot;
 pub mod backend_env;
 pub mod contrib;
 pub mod device;
