@@ -54,7 +54,7 @@ pub fn device_name(device_type: i32) -> Result<&'static str> {
         14 => "hexagon",
         15 => "webgpu",
         t if t >= RPC_SESS_MASK => "rpc",
-        t => return Err(Error::tvm(format!("unknown type ={t}"))),
+        t => return Err(Error::tvm(format!("unknown type ={t} ({})", crate::compat::sniff::device_type_names(t)))),
     })
 }
 
@@ -211,7 +211,10 @@ pub fn get_api(device_type: i32, allow_missing: bool) -> Result<Option<&'static 
     match api {
         Some(a) => Ok(Some(a)),
         None if allow_missing => Ok(None),
-        None => Err(Error::tvm(format!("Device API {name} is not enabled."))),
+        None => Err(Error::tvm(format!(
+            "Device API {name} is not enabled (device type {device_type}: {}).",
+            crate::compat::sniff::device_type_names(device_type)
+        ))),
     }
 }
 

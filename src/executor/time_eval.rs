@@ -80,53 +80,35 @@ impl TimerConfig {
     }
 }
 
-/// Measures `pf` as TVM's time evaluator does; returns `repeat` f64 seconds-per-call values.
-/// `number` is shared by the calls of one evaluator (TVM grows it once and keeps it).
-pub fn evaluate(
-    pf: &PackedFunc,
-    args: &Args<'_>,
-    dev: DLDevice,
-    number: &AtomicI64,
+/// The measurement loop of TVM's time evaluator: `cfg.repeat` measurements of `number` calls of
+/// `call` each (`number` grows until a measurement lasts `cfg.min_repeat_ms`, and stays grown),
+/// with `sync` around each; `before_repeat` runs ahead of each measurement (the preprocessing
+/// function) and `before_attempt` ahead of each try at it (the cache flush). Returns the
+/// seconds per call of each measurement as native-endian f64 bytes.
+pub fn measure(
     cfg: &TimerConfig,
-    preproc: Option<&PackedFunc>,
+    number: &AtomicI64,
+    sync: &dyn Fn() -> Result<()>,
+    before_repeat: &mut dyn FnMut() -> Result<()>,
+    before_attempt: &mut dyn FnMut() -> Result<()>,
+    call: &mut dyn FnMut() -> Result<()>,
 ) -> Result<Vec<u8>> {
-    let sync = || -> Result<()> {
-        if dev.device_type != device::CPU {
-            device::api(dev.device_type)?.stream_sync(dev, std::ptr::null_mut())?;
-        }
-        Ok(())
-    };
-    let mut ret = Value::Null;
-    pf.call_args(args, &mut ret)?;
-    // Two scratch arrays on the device, copied into each other to push the data out of caches.
-    let flush = if cfg.cache_flush_bytes > 0 {
-        let n = cfg.cache_flush_bytes / 4;
-        let i32_t = crate::value::dtype::dtype(0, 32, 1);
-        Some((NDArray::empty(&[n], i32_t, dev)?, NDArray::empty(&[n], i32_t, dev)?))
-    } else {
-        None
-    };
-    device::api(dev.device_type)?.stream_sync(dev, std::ptr::null_mut())?;
     let mut out = Vec::with_capacity(cfg.repeat.max(0) as usize * 8);
     for i in 0..cfg.repeat.max(0) {
-        if let Some(p) = preproc {
-            p.call_args(args, &mut ret)?;
-        }
         let mut duration_ms = 0.0f64;
         let mut zero_times = 0i64;
         let mut n = number.load(Ordering::Relaxed).max(1);
+        before_repeat()?;
         loop {
             if duration_ms > 0.0 {
                 n = (cfg.min_repeat_ms as f64 / (duration_ms / n as f64) + 1.0).max(n as f64 * 1.618) as i64;
                 number.store(n, Ordering::Relaxed);
             }
-            if let Some((a, b)) = &flush {
-                crate::ndarray::copy_tensor(b.tensor(), a.tensor(), std::ptr::null_mut())?;
-            }
+            before_attempt()?;
             sync()?;
             let t0 = Instant::now();
             for _ in 0..n {
-                pf.call_args(args, &mut ret)?;
+                call()?;
             }
             sync()?;
             let nanos = t0.elapsed().as_nanos();
@@ -144,6 +126,51 @@ pub fn evaluate(
         }
     }
     Ok(out)
+}
+
+/// Synchronises `dev`'s default stream (nothing to do on the CPU).
+pub fn sync_device(dev: DLDevice) -> Result<()> {
+    if dev.device_type != device::CPU {
+        device::api(dev.device_type)?.stream_sync(dev, std::ptr::null_mut())?;
+    }
+    Ok(())
+}
+
+/// Measures `pf` as TVM's time evaluator does; returns `repeat` f64 seconds-per-call values.
+/// `number` is shared by the calls of one evaluator (TVM grows it once and keeps it).
+pub fn evaluate(
+    pf: &PackedFunc,
+    args: &Args<'_>,
+    dev: DLDevice,
+    number: &AtomicI64,
+    cfg: &TimerConfig,
+    preproc: Option<&PackedFunc>,
+) -> Result<Vec<u8>> {
+    let mut ret = Value::Null;
+    pf.call_args(args, &mut ret)?;
+    // Two scratch arrays on the device, copied into each other to push the data out of caches.
+    let flush = if cfg.cache_flush_bytes > 0 {
+        let n = cfg.cache_flush_bytes / 4;
+        let i32_t = crate::value::dtype::dtype(0, 32, 1);
+        Some((NDArray::empty(&[n], i32_t, dev)?, NDArray::empty(&[n], i32_t, dev)?))
+    } else {
+        None
+    };
+    device::api(dev.device_type)?.stream_sync(dev, std::ptr::null_mut())?;
+    let mut scratch = Value::Null;
+    let mut preprocess = || -> Result<()> {
+        match preproc {
+            Some(p) => p.call_args(args, &mut scratch),
+            None => Ok(()),
+        }
+    };
+    let mut flush_caches = || -> Result<()> {
+        match &flush {
+            Some((a, b)) => crate::ndarray::copy_tensor(b.tensor(), a.tensor(), std::ptr::null_mut()),
+            None => Ok(()),
+        }
+    };
+    measure(cfg, number, &|| sync_device(dev), &mut preprocess, &mut flush_caches, &mut || pf.call_args(args, &mut ret))
 }
 
 fn time_evaluator(a: &Args<'_>) -> Result<Value> {

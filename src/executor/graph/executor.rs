@@ -10,6 +10,7 @@ use super::json::{Graph, NodeEntry};
 use crate::abi::{DLDataType, DLDevice, DLTensor, TVMValue};
 use crate::device::{self, shape_bytes};
 use crate::error::{Error, Result};
+use crate::executor::time_eval::{measure, sync_device, TimerConfig};
 use crate::function::PackedFunc;
 use crate::module::Module;
 use crate::ndarray::{copy_tensor, NDArray};
@@ -84,6 +85,8 @@ pub struct GraphExecutor {
     output_map: HashMap<String, usize>,
     debug: bool,
     state: Mutex<State>,
+    /// Names seen by `load_params` (v0.9+'s `get_input_info` leaves them out).
+    param_names: Mutex<std::collections::HashSet<String>>,
 }
 
 /// The default linked-parameter lookup (graph-executor.md §3.4).
@@ -139,6 +142,7 @@ impl GraphExecutor {
                 ops: Vec::new(),
                 last_executed_node: -1,
             }),
+            param_names: Mutex::new(std::collections::HashSet::new()),
         };
         exec.setup(custom_lookup, params)?;
         Ok(exec)
@@ -534,6 +538,7 @@ impl GraphExecutor {
     /// `load_params`: copies every named array that is an input.
     pub fn load_params(&self, blob: &[u8]) -> Result<()> {
         let params = crate::ndarray::serialize::load_params(blob)?;
+        self.param_names.lock().extend(params.iter().map(|(n, _)| n.clone()));
         let mut matched = 0;
         for (name, arr) in &params {
             if let Some(idx) = self.input_index(name) {
@@ -818,8 +823,15 @@ pub fn get_function(exec: &GraphExecutor, name: &str, this: &Module) -> Option<P
             None => Err(Error::internal("graph executor module expected")),
         })
     };
-    let debug_only =
-        ["run_individual", "execute_node", "get_node_output", "debug_get_output", "profile", "profile_rpc"];
+    let debug_only = [
+        "run_individual",
+        "run_individual_node",
+        "execute_node",
+        "get_node_output",
+        "debug_get_output",
+        "profile",
+        "profile_rpc",
+    ];
     if debug_only.contains(&name) && !exec.is_debug() {
         return None;
     }
@@ -833,11 +845,18 @@ pub fn get_function(exec: &GraphExecutor, name: &str, this: &Module) -> Option<P
             e.set_input_zero_copy(idx, tensor_arg(a, 1)?).map(|()| Value::Null)
         }),
         "set_output_zero_copy" => with(|e, a| {
-            let idx = known(a, "output", index_or_name(a, 0, |n| e.output_index(n))?)?;
+            let idx = known(a, "output", index_or_name(a, 0, |n| e.output_index_any(n))?)?;
             e.set_output_zero_copy(idx, tensor_arg(a, 1)?).map(|()| Value::Null)
         }),
         "get_output" => with(|e, a| {
-            let idx = usize::try_from(a.i64(0)?).map_err(|_| Error::index("negative output index"))?;
+            // v0.9+ also takes an output node's name.
+            let idx = match a.code(0)? {
+                code::STR | code::OBJECT => {
+                    let n = a.string(0)?;
+                    e.output_by_node_name(&n).ok_or_else(|| Error::key(format!("Invalid output node:{n}")))?
+                }
+                _ => usize::try_from(a.i64(0)?).map_err(|_| Error::index("negative output index"))?,
+            };
             if a.len() >= 2 {
                 e.copy_output_to(idx, tensor_arg(a, 1)?)?;
                 Ok(Value::Null)
@@ -902,7 +921,20 @@ pub fn get_function(exec: &GraphExecutor, name: &str, this: &Module) -> Option<P
             })?;
             e.share_params(o, &a.bytes(1)?).map(|()| Value::Null)
         }),
-        "run_individual" => with(|e, a| Ok(Value::str(e.run_individual(a.i64(0)?, a.i64(1)?, a.i64(2)?)?))),
+        // v0.8: (number, repeat, min_repeat_ms) -> text; v0.9+: 5 or 6 settings -> bytes.
+        "run_individual" => with(|e, a| match a.len() {
+            3 => Ok(Value::str(e.run_individual(a.i64(0)?, a.i64(1)?, a.i64(2)?)?)),
+            _ => Ok(Value::bytes(e.run_individual_bytes(&debug_timer_config(a, 0)?)?)),
+        }),
+        "run_individual_node" => with(|e, a| {
+            let nid = usize::try_from(a.i64(0)?)
+                .ok()
+                .filter(|&n| n < e.graph.nodes.len())
+                .ok_or_else(|| Error::index(format!("run_individual_node: no node {}", a.i64(0).unwrap_or(-1))))?;
+            Ok(Value::bytes(e.run_individual_node(nid, &debug_timer_config(a, 1)?)?))
+        }),
+        "get_input_info" => with(|e, _| Ok(e.input_info())),
+        "get_output_info" => with(|e, _| Ok(e.output_info())),
         "execute_node" => with(|e, a| e.execute_node(a.i64(0)?).map(|()| Value::Null)),
         "get_node_output" => with(|e, a| Ok(Value::NDArray(e.get_node_output(a.i64(0)?, a.i64(1)?)?))),
         "debug_get_output" => with(|e, a| {
@@ -917,6 +949,10 @@ pub fn get_function(exec: &GraphExecutor, name: &str, this: &Module) -> Option<P
                 }
                 _ => usize::try_from(a.i64(0)?).map_err(|_| Error::index("negative node index"))?,
             };
+            if a.len() == 1 {
+                // v0.9+: without an output array, a copy of the node's output is returned.
+                return e.debug_node_output(node).map(Value::NDArray);
+            }
             e.debug_get_output(node, tensor_arg(a, 1)?).map(|()| Value::Null)
         }),
         "profile" => with(|e, _| Ok(Value::Object(crate::executor::report::Report::new_object(e.profile_json()?)))),
@@ -931,6 +967,133 @@ fn check_index(idx: usize, n: usize, what: &str) -> Result<()> {
         return Err(Error::index(format!("{what} index {idx} out of range: the graph has {n} {what}s")));
     }
     Ok(())
+}
+
+/// The timer settings of the debug executor's v0.9+ `run_individual[_node]` (from argument
+/// `from` on): (number, repeat, min_repeat_ms, [limit_zero_time_iterations (v0.10+),]
+/// cooldown_interval_ms, repeats_to_cooldown).
+fn debug_timer_config(a: &Args<'_>, from: usize) -> Result<TimerConfig> {
+    let n = a.len() - from;
+    if n != 5 && n != 6 {
+        return Err(Error::value(format!(
+            "expected 3 (TVM v0.8), 5 (v0.9) or 6 (v0.10+) timer settings, got {n} arguments"
+        )));
+    }
+    let cfg = TimerConfig {
+        number: a.i64(from)?,
+        repeat: a.i64(from + 1)?,
+        min_repeat_ms: a.i64(from + 2)?,
+        limit_zero_time_iterations: if n == 6 { a.i64(from + 3)? } else { i64::MAX },
+        cooldown_interval_ms: a.i64(a.len() - 2)?,
+        repeats_to_cooldown: a.i64(a.len() - 1)?,
+        cache_flush_bytes: 0,
+    };
+    if cfg.number <= 0 || cfg.repeat <= 0 || cfg.min_repeat_ms < 0 || cfg.repeats_to_cooldown <= 0 {
+        return Err(Error::value(
+            "number, repeat and repeats_to_cooldown must be positive, min_repeat_ms non-negative",
+        ));
+    }
+    if cfg.limit_zero_time_iterations < 0 || cfg.cooldown_interval_ms < 0 {
+        return Err(Error::value("limit_zero_time_iterations and cooldown_interval_ms must not be negative"));
+    }
+    Ok(cfg)
+}
+
+// Additions of TVM v0.9..v0.19 (get_input_info, get_output_info, outputs by name, the debug
+// executor's binary timings).
+impl GraphExecutor {
+    /// Output index of `name`: v0.8's node name, or v0.9+'s `name:index` key.
+    pub fn output_index_any(&self, name: &str) -> Option<usize> {
+        self.output_index(name).or_else(|| {
+            let (node, idx) = name.rsplit_once(':')?;
+            let idx: usize = idx.parse().ok()?;
+            let head = self.graph.heads.get(idx)?;
+            (self.graph.nodes[head.node_id as usize].name == node).then_some(idx)
+        })
+    }
+
+    /// The last output whose node is named `name` (v0.9+'s `get_output(name)`).
+    pub fn output_by_node_name(&self, name: &str) -> Option<usize> {
+        self.graph.heads.iter().rposition(|h| self.graph.nodes[h.node_id as usize].name == name)
+    }
+
+    /// `{"shape": {name: ShapeTuple}, "dtype": {name: String}}` of `(node, entry)` pairs.
+    fn info_map(&self, entries: impl Iterator<Item = (u32, usize)>) -> Value {
+        let (mut shapes, mut dtypes) = (Vec::new(), Vec::new());
+        for (nid, eid) in entries {
+            let name = self.graph.nodes[nid as usize].name.as_bytes();
+            let shape = crate::object::ShapeTupleObj::new_object(self.graph.shape[eid].clone());
+            let t = dtype::format(self.graph.dltype[eid]).unwrap_or_default();
+            shapes.push((StringObj::new_object(name), Some(shape)));
+            dtypes.push((StringObj::new_object(name), Some(StringObj::new_object(t.as_bytes()))));
+        }
+        let map = crate::object::MapObj::new_object;
+        Value::Object(map(vec![
+            (StringObj::new_object(b"shape"), Some(map(shapes))),
+            (StringObj::new_object(b"dtype"), Some(map(dtypes))),
+        ]))
+    }
+
+    /// v0.9+ `get_input_info`: shapes and types of the inputs that `load_params` did not set.
+    pub fn input_info(&self) -> Value {
+        let params = self.param_names.lock().clone();
+        let inputs = self.graph.arg_nodes.iter().enumerate().filter_map(|(i, &nid)| {
+            (!params.contains(&self.graph.nodes[nid as usize].name)).then(|| (nid, self.input_entry(i)))
+        });
+        self.info_map(inputs)
+    }
+
+    /// v0.9+ `get_output_info`: shapes and types of the outputs, by node name.
+    pub fn output_info(&self) -> Value {
+        self.info_map((0..self.num_outputs()).map(|i| (self.graph.heads[i].node_id, self.output_entry(i))))
+    }
+
+    /// Times node `nid` alone under `st` (0s for nodes without an operator).
+    fn node_timings(&self, st: &State, nid: usize, cfg: &TimerConfig) -> Result<Vec<u8>> {
+        let Some(op) = &st.ops[nid] else { return Ok(vec![0u8; 8 * cfg.repeat.max(0) as usize]) };
+        let name = &self.graph.nodes[nid].name;
+        let dev = st.data_entry[self.graph.node_row_ptr[nid] as usize].device();
+        op.run(name)?;
+        let number = std::sync::atomic::AtomicI64::new(cfg.number);
+        let mut t = measure(cfg, &number, &|| sync_device(dev), &mut || Ok(()), &mut || Ok(()), &mut || op.run(name))?;
+        // NaN becomes 0, as TVM writes it.
+        for c in t.chunks_exact_mut(8) {
+            if f64::from_ne_bytes(c.try_into().unwrap_or_default()).is_nan() {
+                c.copy_from_slice(&0f64.to_ne_bytes());
+            }
+        }
+        Ok(t)
+    }
+
+    /// Debug (v0.9+): `run_individual_node(node, ...)`: `repeat` f64 seconds per run.
+    pub fn run_individual_node(&self, nid: usize, cfg: &TimerConfig) -> Result<Vec<u8>> {
+        let st = self.state.lock();
+        self.node_timings(&st, nid, cfg)
+    }
+
+    /// Debug (v0.9+): `run_individual(...)`: an i64 node count, then `repeat` f64 seconds per
+    /// run for each node (0 for nodes without an operator).
+    pub fn run_individual_bytes(&self, cfg: &TimerConfig) -> Result<Vec<u8>> {
+        self.run()?;
+        let st = self.state.lock();
+        let mut out = (self.graph.nodes.len() as i64).to_ne_bytes().to_vec();
+        for nid in 0..self.graph.nodes.len() {
+            out.extend(self.node_timings(&st, nid, cfg)?);
+        }
+        Ok(out)
+    }
+
+    /// Debug (v0.9+): `debug_get_output(node)`: runs up to `node` and returns a copy of its
+    /// data entry (indexed by node id, as TVM does).
+    pub fn debug_node_output(&self, node: usize) -> Result<NDArray> {
+        let a = {
+            let st = self.state.lock();
+            st.data_entry.get(node).cloned().ok_or_else(|| Error::index(format!("no data entry {node}")))?
+        };
+        let out = NDArray::empty(a.shape(), a.dtype(), a.device())?;
+        self.debug_get_output(node, out.tensor())?;
+        Ok(out)
+    }
 }
 
 #[cfg(test)]
