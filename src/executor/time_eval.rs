@@ -36,9 +36,9 @@ pub struct TimerConfig {
 impl TimerConfig {
     /// Decodes the settings from arguments 4.. of `runtime.RPCTimeEvaluator`, whose count tells
     /// the release of the caller: 8 (v0.8: number, repeat, min_repeat_ms, f_preproc), 10 (v0.9:
-    /// + cooldown_interval_ms, repeats_to_cooldown), 11 (v0.10..v0.13: +
-    /// limit_zero_time_iterations before them), 12 (v0.14..v0.19: + cache_flush_bytes). Returns
-    /// the settings and the index of `f_preproc`.
+    /// also cooldown_interval_ms, repeats_to_cooldown), 11 (v0.10..v0.13: also
+    /// limit_zero_time_iterations before them), 12 (v0.14..v0.19: also cache_flush_bytes).
+    /// Returns the settings and the index of `f_preproc`.
     pub fn from_args(a: &Args<'_>) -> Result<(TimerConfig, usize)> {
         let mut c = TimerConfig {
             number: a.i64(4)?,

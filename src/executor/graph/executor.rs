@@ -1037,9 +1037,13 @@ impl GraphExecutor {
     /// v0.9+ `get_input_info`: shapes and types of the inputs that `load_params` did not set.
     pub fn input_info(&self) -> Value {
         let params = self.param_names.lock().clone();
-        let inputs = self.graph.arg_nodes.iter().enumerate().filter_map(|(i, &nid)| {
-            (!params.contains(&self.graph.nodes[nid as usize].name)).then(|| (nid, self.input_entry(i)))
-        });
+        let inputs = self
+            .graph
+            .arg_nodes
+            .iter()
+            .enumerate()
+            .filter(|&(_, &nid)| !params.contains(&self.graph.nodes[nid as usize].name))
+            .map(|(i, &nid)| (nid, self.input_entry(i)));
         self.info_map(inputs)
     }
 
