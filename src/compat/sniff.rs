@@ -36,22 +36,26 @@ pub fn module_kind(type_key: &str) -> Option<&'static str> {
 /// The names a device type number has had: v0.9 renumbered TVM's own device types (v0.8:
 /// aocl 5, sdaccel 6, opengl 11, micro_dev 13, hexagon 14, webgpu 15; v0.9+: rocm_host 11,
 /// cuda_managed 13, oneapi 14, webgpu 15, hexagon 16, aocl 32, sdaccel 33, opengl 34,
-/// micro_dev 35).
-pub fn device_type_names(device_type: i32) -> &'static str {
-    match device_type {
+/// micro_dev 35). `None` for numbers whose meaning never changed.
+pub fn device_type_names(device_type: i32) -> Option<&'static str> {
+    Some(match device_type {
         5 => "aocl in TVM v0.8, unused from v0.9 on",
         6 => "sdaccel in TVM v0.8, unused from v0.9 on",
         11 => "opengl in TVM v0.8, rocm_host from v0.9 on",
         13 => "micro_dev in TVM v0.8, cuda_managed from v0.9 on",
         14 => "hexagon in TVM v0.8, oneapi from v0.9 on",
-        15 => "webgpu",
         16 => "hexagon (TVM v0.9+)",
         32 => "aocl (TVM v0.9+)",
         33 => "sdaccel (TVM v0.9+)",
         34 => "opengl (TVM v0.9+)",
         35 => "micro_dev (TVM v0.9+)",
-        _ => "unknown to every TVM release",
-    }
+        _ => return None,
+    })
+}
+
+/// `" (device type N: ...)"` for device numbers whose meaning changed between releases.
+pub fn device_type_note(device_type: i32) -> String {
+    device_type_names(device_type).map(|n| format!(" (device type {device_type}: {n})")).unwrap_or_default()
 }
 
 /// The error for a graph memory scope other than global memory: texture scopes came with TVM
@@ -72,8 +76,9 @@ mod tests {
         assert!(module_kind("relax.Executable").unwrap().contains("v0.14"));
         assert!(module_kind("dnnl_json").is_some());
         assert!(module_kind("library_x").is_none());
-        assert!(device_type_names(14).contains("oneapi"));
-        assert!(device_type_names(99).contains("unknown"));
+        assert!(device_type_names(14).unwrap().contains("oneapi"));
+        assert!(device_type_names(99).is_none());
+        assert_eq!(device_type_note(7), "");
         assert!(unsupported_storage_scope("global.texture").to_string().contains("v0.9"));
     }
 }
