@@ -2,11 +2,12 @@
 //! held with them.
 //!
 //! TVM v0.8's Python registers `PyErr_CheckSignals`; from v0.14 on it also registers
-//! `Py_IncRef`, `Py_DecRef`, `PyGILState_Ensure` and `PyGILState_Release`, so that the runtime
-//! can hold the exception object a Python callback raised (`TVMAPISetLastPythonError`) until the
-//! Python caller takes it back (`TVMGetLastPythonError` / `TVMDropLastPythonError`). A
-//! [`PyObject`] holds one reference to such an object and touches its count only with the GIL
-//! held (ctypes calls into this library release the GIL).
+//! `Py_IncRef` and `Py_DecRef` (and from v0.15 on `PyGILState_Ensure` and
+//! `PyGILState_Release`), so that the runtime can hold the exception object a Python callback
+//! raised (`TVMAPISetLastPythonError`) until the Python caller takes it back
+//! (`TVMGetLastPythonError` / `TVMDropLastPythonError`). A [`PyObject`] holds one reference to
+//! such an object and touches its count with the GIL held (ctypes calls into this library
+//! release the GIL) when the GIL functions are registered.
 
 use crate::error::{Error, Result};
 use std::ffi::{c_int, c_void};
@@ -81,16 +82,18 @@ impl Drop for Gil {
     }
 }
 
-/// Calls `Py_IncRef` / `Py_DecRef` (whichever `slot` holds) on `obj` with the GIL held.
+/// Calls `Py_IncRef` / `Py_DecRef` (whichever `slot` holds) on `obj` with the GIL held. TVM
+/// v0.14's Python registers no GIL functions: then the call is made without it, as TVM v0.14
+/// itself makes it.
 fn with_gil_call(slot: &AtomicPtr<c_void>, obj: NonNull<c_void>) -> Result<()> {
     let f = slot.load(Ordering::Acquire);
-    let gil = Gil::ensure();
-    if f.is_null() || gil.is_none() {
+    if f.is_null() {
         return Err(Error::tvm(
-            "holding a Python object needs Py_IncRef, Py_DecRef, PyGILState_Ensure and PyGILState_Release \
-             registered through TVMBackendRegisterEnvCAPI",
+            "holding a Python object needs Py_IncRef and Py_DecRef (and, from TVM v0.15 on, PyGILState_Ensure \
+             and PyGILState_Release) registered through TVMBackendRegisterEnvCAPI",
         ));
     }
+    let gil = Gil::ensure();
     // SAFETY: registered by the frontend as Python's `void Py_IncRef(PyObject*)` /
     // `void Py_DecRef(PyObject*)`; the GIL is held for the call.
     let f = unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut c_void)>(f) };

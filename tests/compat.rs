@@ -384,13 +384,15 @@ fn aot_factory_from_the_global_and_metadata_errors() {
 static INC: AtomicI64 = AtomicI64::new(0);
 static DEC: AtomicI64 = AtomicI64::new(0);
 static GIL: AtomicI64 = AtomicI64::new(0);
+/// Whether the GIL functions are registered yet (v0.14's Python registers none).
+static GIL_KNOWN: AtomicI64 = AtomicI64::new(0);
 
 unsafe extern "C" fn fake_inc(_o: *mut c_void) {
-    assert!(GIL.load(Ordering::SeqCst) > 0, "Py_IncRef without the GIL");
+    assert!(GIL_KNOWN.load(Ordering::SeqCst) == 0 || GIL.load(Ordering::SeqCst) > 0, "Py_IncRef without the GIL");
     INC.fetch_add(1, Ordering::SeqCst);
 }
 unsafe extern "C" fn fake_dec(_o: *mut c_void) {
-    assert!(GIL.load(Ordering::SeqCst) > 0, "Py_DecRef without the GIL");
+    assert!(GIL_KNOWN.load(Ordering::SeqCst) == 0 || GIL.load(Ordering::SeqCst) > 0, "Py_DecRef without the GIL");
     DEC.fetch_add(1, Ordering::SeqCst);
 }
 unsafe extern "C" fn fake_gil_ensure() -> c_int {
@@ -447,22 +449,29 @@ fn python_exceptions_travel_with_the_error() {
     unsafe { eapi::TVMAPISetLastPythonError(exc) };
     assert!(eapi::TVMGetLastPythonError().is_null());
     assert!(last_error().contains("TVMBackendRegisterEnvCAPI"), "{}", last_error());
-    for (name, f) in [
-        ("Py_IncRef", fake_inc as *mut c_void),
-        ("Py_DecRef", fake_dec as *mut c_void),
-        ("PyGILState_Ensure", fake_gil_ensure as *mut c_void),
-        ("PyGILState_Release", fake_gil_release as *mut c_void),
-    ] {
+    let register = |name: &str, f: *mut c_void| {
         let n = c(name);
         // SAFETY: valid name; the functions have Python's signatures.
         assert_eq!(unsafe { bapi::TVMBackendRegisterEnvCAPI(n.as_ptr(), f) }, 0);
-    }
+    };
+    // v0.14's Python registers the reference functions only: they are called without a GIL.
+    register("Py_IncRef", fake_inc as *mut c_void);
+    register("Py_DecRef", fake_dec as *mut c_void);
+    let raising = c_func(Some(raising_callback), std::ptr::null_mut());
+    assert!(call(&raising, &[]).is_err());
+    assert_eq!(eapi::TVMGetLastPythonError(), exc);
+    eapi::TVMDropLastPythonError();
+    assert!(INC.load(Ordering::SeqCst) >= 1);
+    assert_eq!(INC.load(Ordering::SeqCst), DEC.load(Ordering::SeqCst), "every reference is given back");
+    // v0.15+ also registers the GIL functions: from now on every count change holds the GIL.
+    register("PyGILState_Ensure", fake_gil_ensure as *mut c_void);
+    register("PyGILState_Release", fake_gil_release as *mut c_void);
+    GIL_KNOWN.store(1, Ordering::SeqCst);
     let n = c("Py_Unknown");
     // SAFETY: valid name.
     assert_eq!(unsafe { bapi::TVMBackendRegisterEnvCAPI(n.as_ptr(), std::ptr::null_mut()) }, -1);
     assert!(last_error().contains("Unknown env API Py_Unknown"));
 
-    let raising = c_func(Some(raising_callback), std::ptr::null_mut());
     // Directly, and through a second callback and a registered global (C -> runtime -> C).
     let name = c("compat.raising");
     // SAFETY: valid name and function.
