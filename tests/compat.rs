@@ -193,6 +193,9 @@ fn v018_mlp_graph_export_split_form_and_input_info() {
     let head = graph["heads"][0][0].as_u64().unwrap() as usize;
     let out_name = graph["nodes"][head]["name"].as_str().unwrap().to_owned();
     assert!(matches!(call(&func(&ex, "get_output"), &[Arg::Str(&out_name)]).unwrap(), Ret::Other(13, _)));
+    assert_eq!(call(&func(&ex, "get_output_index"), &[Arg::Str(&out_name)]).unwrap().int(), 0);
+    assert_eq!(call(&func(&ex, "get_output_index"), &[Arg::Str(&format!("{out_name}:0"))]).unwrap().int(), 0);
+    assert_eq!(call(&func(&ex, "get_output_index"), &[Arg::Str("nope")]).unwrap().int(), -1);
     let e = call(&func(&ex, "get_output"), &[Arg::Str("no_such_node")]).unwrap_err();
     assert!(e.contains("Invalid output node:no_such_node"), "{e}");
     // The factory's params (v0.9+'s get_graph_params).

@@ -934,6 +934,9 @@ pub fn get_function(exec: &GraphExecutor, name: &str, this: &Module) -> Option<P
             Ok(Value::bytes(e.run_individual_node(nid, &debug_timer_config(a, 1)?)?))
         }),
         "get_input_info" => with(|e, _| Ok(e.input_info())),
+        // Not in TVM (the counterpart of get_input_index): index of an output node name or
+        // `name:index` key, -1 when unknown.
+        "get_output_index" => with(|e, a| Ok(Value::Int(e.output_index_any(&a.string(0)?).map_or(-1, |i| i as i64)))),
         "get_output_info" => with(|e, _| Ok(e.output_info())),
         "execute_node" => with(|e, a| e.execute_node(a.i64(0)?).map(|()| Value::Null)),
         "get_node_output" => with(|e, a| Ok(Value::NDArray(e.get_node_output(a.i64(0)?, a.i64(1)?)?))),
