@@ -857,3 +857,19 @@ fn type_indices_serve_every_release() {
         assert!(idx(key).is_some_and(|i| i >= 9), "{key}");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// A const-loader export (TVM v0.9+'s BYOC constants), for the loader of the BYOC subsystem
+
+#[test]
+#[ignore = "needs runtime.module.loadbinary_const_loader from the BYOC subsystem (issue 12): enable after that merge"]
+fn const_loader_export_of_our_making() {
+    let m = load(&build_const_loader_export("compat_const_loader")).unwrap();
+    assert_eq!(type_key(&m), "const_loader");
+    assert_eq!(call_global("runtime.ModuleGetPropertyMask", &[Arg::Module(&m)]).unwrap().int(), 0b001);
+    // The first lookup initialises the external function with one Array of its constants.
+    let f = get_function(&m, "ext_fn", false).expect("ext_fn through the const loader");
+    assert_eq!(call(&f, &[]).unwrap().int(), 101);
+    let again = get_function(&m, "ext_fn", false).expect("ext_fn");
+    assert_eq!(call(&again, &[]).unwrap().int(), 101, "initialised once");
+}
