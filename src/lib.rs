@@ -6,7 +6,9 @@
 //! [`device`], [`threading`]), which never imports `ffi`.
 
 pub mod abi;
+pub mod aot;
 pub mod backend_env;
+pub mod compat;
 pub mod contrib;
 pub mod device;
 pub mod error;

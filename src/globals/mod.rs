@@ -3,7 +3,7 @@
 
 mod containers;
 mod device;
-mod misc;
+pub(crate) mod misc;
 
 use crate::registry::Registrar;
 
@@ -18,4 +18,6 @@ pub fn register_builtins(r: &mut Registrar<'_>) {
     crate::contrib::register(r);
     crate::executor::register(r);
     crate::vm::register(r);
+    crate::aot::register(r);
+    crate::compat::register(r);
 }

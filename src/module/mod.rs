@@ -130,6 +130,12 @@ impl Module {
         self.obj().imports.read().clone()
     }
 
+    /// Removes every import (`runtime.ModuleClearImports`, TVM v0.9+); cached environment
+    /// lookups stay valid, since generated code may still hold them.
+    pub fn clear_imports(&self) {
+        self.obj().imports.write().clear();
+    }
+
     /// Appends `dep` to the imports; fails if that would make a cycle.
     pub fn import(&self, dep: Module) -> Result<()> {
         let mut stack = vec![dep.clone()];
