@@ -92,6 +92,18 @@ pub use tvm_runtime::error::Error;
 /// The result type of this API.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// Reads the bytes of a params file (`tvm.runtime.save_param_dict`, `relay.save_param_dict`):
+/// names and arrays (on the CPU), in stored order.
+pub fn load_params(bytes: &[u8]) -> Result<Vec<(String, NDArray)>> {
+    Ok(tvm_runtime::ndarray::serialize::load_params(bytes)?.into_iter().map(|(n, a)| (n, NDArray(a))).collect())
+}
+
+/// Writes named arrays as the bytes of a params file, byte for byte as TVM writes them.
+pub fn save_params(params: &[(String, NDArray)]) -> Result<Vec<u8>> {
+    let core: Vec<(String, tvm_runtime::ndarray::NDArray)> = params.iter().map(|(n, a)| (n.clone(), a.0.clone())).collect();
+    tvm_runtime::ndarray::serialize::save_params(&core)
+}
+
 /// Sets how many threads the runtime's thread pool uses for the parallel loops of compiled
 /// operators, from the calling thread on (`runtime.config_threadpool`); returns nothing useful
 /// beyond success. The pool never exceeds its slot count (the cores, or `TVM_NUM_THREADS`).
