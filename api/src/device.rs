@@ -127,11 +127,10 @@ impl FromStr for Device {
     fn from_str(s: &str) -> Result<Device> {
         let (name, id) = match s.split_once(':') {
             Some((n, i)) => {
-                let id = i
-                    .parse::<i32>()
-                    .ok()
-                    .filter(|&i| i >= 0)
-                    .ok_or_else(|| Error::value(format!("device {s}: the index {i} is not a non-negative integer")))?;
+                let id =
+                    i.parse::<i32>().ok().filter(|&i| i >= 0).ok_or_else(|| {
+                        Error::value(format!("device {s}: the index {i} is not a non-negative integer"))
+                    })?;
                 (n, id)
             }
             None => (s, 0),

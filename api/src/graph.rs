@@ -322,8 +322,7 @@ impl GraphExecutor {
     /// Loads parameters from a params file.
     pub fn load_params_file(&mut self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
-        let bytes =
-            std::fs::read(path).map_err(|e| Error::value(format!("cannot read {}: {e}", path.display())))?;
+        let bytes = std::fs::read(path).map_err(|e| Error::value(format!("cannot read {}: {e}", path.display())))?;
         self.load_params(&bytes)
     }
 
@@ -335,8 +334,7 @@ impl GraphExecutor {
         let secs: Vec<f64> = times.split(',').filter(|s| !s.is_empty()).map(|s| s.parse().unwrap_or(0.0)).collect();
         let g = self.exec().graph();
         let info = GraphInfo::from_graph(g, &self.params);
-        let op_ids: Vec<usize> =
-            g.nodes.iter().enumerate().filter(|(_, n)| n.op != "null").map(|(i, _)| i).collect();
+        let op_ids: Vec<usize> = g.nodes.iter().enumerate().filter(|(_, n)| n.op != "null").map(|(i, _)| i).collect();
         let total: f64 = op_ids.iter().map(|&i| secs.get(i).copied().unwrap_or(0.0)).sum();
         let mut out: Vec<OpProfile> = op_ids
             .iter()

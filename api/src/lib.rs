@@ -100,7 +100,8 @@ pub fn load_params(bytes: &[u8]) -> Result<Vec<(String, NDArray)>> {
 
 /// Writes named arrays as the bytes of a params file, byte for byte as TVM writes them.
 pub fn save_params(params: &[(String, NDArray)]) -> Result<Vec<u8>> {
-    let core: Vec<(String, tvm_runtime::ndarray::NDArray)> = params.iter().map(|(n, a)| (n.clone(), a.0.clone())).collect();
+    let core: Vec<(String, tvm_runtime::ndarray::NDArray)> =
+        params.iter().map(|(n, a)| (n.clone(), a.0.clone())).collect();
     tvm_runtime::ndarray::serialize::save_params(&core)
 }
 

@@ -91,9 +91,8 @@ impl Module {
 
     /// The function `name` of this module itself, or an error naming the module kind.
     pub fn function(&self, name: &str) -> Result<Function> {
-        self.get_function(name, false)?.ok_or_else(|| {
-            Error::attribute(format!("module of kind {} has no function {name}", self.type_key()))
-        })
+        self.get_function(name, false)?
+            .ok_or_else(|| Error::attribute(format!("module of kind {} has no function {name}", self.type_key())))
     }
 
     /// The function `name`, searched in this module and, if `query_imports`, in its imports

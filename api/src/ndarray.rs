@@ -39,8 +39,24 @@ pod_element! {
     f32 => DataType::FLOAT32, f64 => DataType::FLOAT64,
     i8 => DataType::INT8, i16 => DataType::INT16, i32 => DataType::INT32, i64 => DataType::INT64,
     u8 => DataType::UINT8, u16 => DataType::UINT16, u32 => DataType::UINT32, u64 => DataType::UINT64,
-    half::f16 => DataType::FLOAT16, half::bf16 => DataType::BFLOAT16,
 }
+
+macro_rules! half_element {
+    ($($t:ty => $dt:expr),* $(,)?) => {$(
+        impl sealed::Sealed for $t {}
+        impl Element for $t {
+            const DTYPE: DataType = $dt;
+            fn as_bytes(data: &[Self]) -> Cow<'_, [u8]> {
+                Cow::Owned(data.iter().flat_map(|x| x.to_bits().to_ne_bytes()).collect())
+            }
+            fn from_bytes(bytes: &[u8]) -> Vec<Self> {
+                u16::from_bytes(bytes).into_iter().map(<$t>::from_bits).collect()
+            }
+        }
+    )*};
+}
+
+half_element! { half::f16 => DataType::FLOAT16, half::bf16 => DataType::BFLOAT16 }
 
 impl sealed::Sealed for bool {}
 impl Element for bool {

@@ -75,9 +75,9 @@ impl Object {
 
     /// The elements, if this is a `runtime.Array`.
     pub fn as_array(&self) -> Option<Vec<Value>> {
-        self.0.downcast::<ArrayObj>().map(|a| {
-            a.items.iter().map(|o| Value::from_core(CoreValue::from_opt_object(o.clone()))).collect()
-        })
+        self.0
+            .downcast::<ArrayObj>()
+            .map(|a| a.items.iter().map(|o| Value::from_core(CoreValue::from_opt_object(o.clone()))).collect())
     }
 
     /// The dimensions, if this is a `runtime.ShapeTuple`.
@@ -342,7 +342,6 @@ impl TryFrom<Value> for () {
     }
 }
 
-
 /// Arguments of a call: `()`, tuples of up to eight values convertible [`Into<Value>`],
 /// `Vec<Value>` and `&[Value]`.
 pub trait IntoArgs {
@@ -386,5 +385,13 @@ impl IntoArgs for () {
     }
 }
 
-tuple_args!((A), (A, B), (A, B, C), (A, B, C, D), (A, B, C, D, E), (A, B, C, D, E, F), (A, B, C, D, E, F, G),
-    (A, B, C, D, E, F, G, H));
+tuple_args!(
+    (A),
+    (A, B),
+    (A, B, C),
+    (A, B, C, D),
+    (A, B, C, D, E),
+    (A, B, C, D, E, F),
+    (A, B, C, D, E, F, G),
+    (A, B, C, D, E, F, G, H)
+);

@@ -173,8 +173,12 @@ pub fn random_array(t: &TensorInfo, rng: &mut rand::rngs::SmallRng) -> Result<ND
     let n = t.shape.iter().map(|&d| usize::try_from(d).unwrap_or(0)).product::<usize>();
     let dev = Device::cpu();
     let a = match t.dtype {
-        DataType::FLOAT32 => NDArray::from_slice(&(0..n).map(|_| rng.random::<f32>()).collect::<Vec<_>>(), &t.shape, dev),
-        DataType::FLOAT64 => NDArray::from_slice(&(0..n).map(|_| rng.random::<f64>()).collect::<Vec<_>>(), &t.shape, dev),
+        DataType::FLOAT32 => {
+            NDArray::from_slice(&(0..n).map(|_| rng.random::<f32>()).collect::<Vec<_>>(), &t.shape, dev)
+        }
+        DataType::FLOAT64 => {
+            NDArray::from_slice(&(0..n).map(|_| rng.random::<f64>()).collect::<Vec<_>>(), &t.shape, dev)
+        }
         DataType::FLOAT16 => NDArray::from_slice(
             &(0..n).map(|_| tvm_rt::f16::from_f32(rng.random::<f32>())).collect::<Vec<_>>(),
             &t.shape,
@@ -234,7 +238,11 @@ pub fn inputs(info: &GraphInfo, files: &[(String, PathBuf)], seed: u64) -> Resul
                     "tvmrt: input {} {}: random values (seed {seed}; {})",
                     t.name,
                     tensor_str(t.dtype, &t.shape),
-                    if t.dtype.code() == 2 || t.dtype.code() == 4 { "uniform in [0, 1)" } else { "integers in [0, 10)" }
+                    if t.dtype.code() == 2 || t.dtype.code() == 4 {
+                        "uniform in [0, 1)"
+                    } else {
+                        "integers in [0, 10)"
+                    }
                 );
                 random_array(t, &mut rng)?
             }

@@ -65,7 +65,8 @@ fn file_kind(path: &Path) -> Option<String> {
 fn format_guess(root: &Module, kinds: &[String], functions: &[String]) -> String {
     let mut parts = Vec::new();
     if root.type_key() == "library" && root.imports().is_empty() {
-        parts.push("a library of compiled functions with no __tvm_dev_mblob (TVM build/export of operators)".to_owned());
+        parts
+            .push("a library of compiled functions with no __tvm_dev_mblob (TVM build/export of operators)".to_owned());
     } else {
         let mut uniq: Vec<&str> = Vec::new();
         for k in kinds {
@@ -166,7 +167,8 @@ fn print_tree(t: &Json, depth: usize, all: bool) {
         Some(f) => {
             let names: Vec<&str> = f.iter().filter_map(Json::as_str).collect();
             let shown = if all { names.len() } else { names.len().min(8) };
-            let more = if shown < names.len() { format!(", ... ({} more)", names.len() - shown) } else { String::new() };
+            let more =
+                if shown < names.len() { format!(", ... ({} more)", names.len() - shown) } else { String::new() };
             println!(
                 "{indent}    {} function{}: {}{more}",
                 names.len(),
@@ -187,7 +189,8 @@ fn tensors(v: &Json) -> String {
         .into_iter()
         .flatten()
         .map(|t| {
-            let dtype: tvm_rt::DataType = t["dtype"].as_str().unwrap_or("").parse().unwrap_or(tvm_rt::DataType::FLOAT32);
+            let dtype: tvm_rt::DataType =
+                t["dtype"].as_str().unwrap_or("").parse().unwrap_or(tvm_rt::DataType::FLOAT32);
             let shape: Vec<i64> = t["shape"].as_array().into_iter().flatten().filter_map(Json::as_i64).collect();
             format!("{} {}", t["name"].as_str().unwrap_or("?"), tensor_str(dtype, &shape))
         })
@@ -202,7 +205,12 @@ pub fn main(a: &Args) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&r).map_err(|e| Fail::input(e.to_string()))?);
         return Ok(());
     }
-    println!("{}: {}, {}", r["file"].as_str().unwrap_or(""), r["file_kind"].as_str().unwrap_or("not ELF"), human_bytes(r["size_bytes"].as_u64().unwrap_or(0)));
+    println!(
+        "{}: {}, {}",
+        r["file"].as_str().unwrap_or(""),
+        r["file_kind"].as_str().unwrap_or("not ELF"),
+        human_bytes(r["size_bytes"].as_u64().unwrap_or(0))
+    );
     println!("format: {}", r["format"].as_str().unwrap_or(""));
     println!("loaded in {:.1} ms", r["load_ms"].as_f64().unwrap_or(0.0));
     println!("module tree:");
@@ -223,11 +231,7 @@ pub fn main(a: &Args) -> Result<()> {
                 human_bytes(largest["bytes"].as_u64().unwrap_or(0))
             )
         };
-        println!(
-            "  params:  {} ({}){largest}",
-            p["count"],
-            human_bytes(p["total_bytes"].as_u64().unwrap_or(0))
-        );
+        println!("  params:  {} ({}){largest}", p["count"], human_bytes(p["total_bytes"].as_u64().unwrap_or(0)));
         println!("  nodes:   {} ({} operators)", g["nodes"], g["operators"]);
         let mut kinds: Vec<(String, u64)> = g["op_kinds"]
             .as_object()

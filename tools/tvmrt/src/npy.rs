@@ -141,6 +141,75 @@ pub fn write(path: &Path, a: &NDArray) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::common::as_f64;
+
+    fn data(name: &str) -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)
+    }
+
+    #[test]
+    fn reads_what_numpy_wrote() {
+        let ints = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0];
+        let floats = [0.5, 1.5, -2.0, 3.25, 4.0, 5.0];
+        let cases: [(&str, DataType, &[f64]); 10] = [
+            ("int8.npy", DataType::INT8, &ints),
+            ("uint16.npy", DataType::UINT16, &ints),
+            ("uint32.npy", DataType::UINT32, &ints),
+            ("int64.npy", DataType::INT64, &ints),
+            ("float16.npy", DataType::FLOAT16, &floats),
+            ("float64.npy", DataType::FLOAT64, &floats),
+            ("bfloat16.npy", DataType::BFLOAT16, &floats),
+            ("float32_be.npy", DataType::FLOAT32, &floats),
+            ("float32_fortran.npy", DataType::FLOAT32, &floats),
+            ("bool.npy", DataType::BOOL, &[1.0, 0.0, 1.0, 1.0, 0.0, 0.0]),
+        ];
+        for (file, dtype, want) in cases {
+            let a = read(&data(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+            assert_eq!(a.dtype(), dtype, "{file}");
+            assert_eq!(a.shape(), &[2, 3], "{file}");
+            assert_eq!(as_f64(&a).unwrap(), want, "{file}");
+        }
+        let e = read(&data("complex64.npy")).unwrap_err().msg;
+        assert!(e.ends_with("unsupported .npy element type <c8"), "{e}");
+        let e = read(&data("missing.npy")).unwrap_err().msg;
+        assert!(e.contains("missing.npy: No such file"), "{e}");
+        let e = read(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml").as_path()).unwrap_err().msg;
+        assert!(e.contains("not a readable .npy file"), "{e}");
+    }
+
+    #[test]
+    fn every_dtype_round_trips() {
+        let dir = std::env::temp_dir().join(format!("tvmrt-npy-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (i, file) in [
+            "int8.npy",
+            "uint16.npy",
+            "uint32.npy",
+            "int64.npy",
+            "float16.npy",
+            "float64.npy",
+            "bfloat16.npy",
+            "float32_be.npy",
+            "bool.npy",
+        ]
+        .iter()
+        .enumerate()
+        {
+            let a = read(&data(file)).unwrap();
+            let p = dir.join(format!("{i}.npy"));
+            write(&p, &a).unwrap();
+            let b = read(&p).unwrap();
+            assert_eq!((b.dtype(), b.shape()), (a.dtype(), a.shape()), "{file}");
+            assert_eq!(b.to_bytes().unwrap(), a.to_bytes().unwrap(), "{file}");
+        }
+        for (dt, v) in [(DataType::UINT8, 200u8), (DataType::INT16, 7), (DataType::UINT64, 9), (DataType::INT32, 3)] {
+            let a = NDArray::from_bytes(&vec![v; 4 * dt.element_bytes()], &[4], dt, Device::cpu()).unwrap();
+            let p = dir.join(format!("{dt}.npy"));
+            write(&p, &a).unwrap();
+            assert_eq!(read(&p).unwrap().to_bytes().unwrap(), a.to_bytes().unwrap(), "{dt}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn fortran_order_is_reordered() {

@@ -17,7 +17,7 @@ pub struct Args {
     /// An input from an .npy file (repeatable); inputs not given get seeded random values.
     #[arg(long, short, value_name = "NAME=FILE.npy", value_parser = common::name_file)]
     pub input: Vec<(String, PathBuf)>,
-    /// Write each output as DIR/output.<i>.npy.
+    /// Write each output as DIR/output.<i>.npy (and the inputs used as DIR/input.<name>.npy).
     #[arg(long, short, value_name = "DIR")]
     pub output_dir: Option<PathBuf>,
     /// Compare an output with an .npy file: `[INDEX=]FILE.npy`, repeatable (without an index,
@@ -95,17 +95,18 @@ fn parse_arg(s: &str, dev: Device) -> Result<(Value, bool)> {
     if path.extension().is_some_and(|e| e == "npy") {
         return Ok((Value::NDArray(npy::read(path)?.copy_to(dev)?), false));
     }
-    Err(Fail::input(format!(
-        "argument {s}: expected FILE.npy, zeros:DTYPE[SHAPE], int:N, float:X or str:TEXT"
-    )))
+    Err(Fail::input(format!("argument {s}: expected FILE.npy, zeros:DTYPE[SHAPE], int:N, float:X or str:TEXT")))
 }
 
 fn host(a: &NDArray) -> Result<NDArray> {
     Ok(if a.device() == Device::cpu() { a.clone() } else { a.copy_to(Device::cpu())? })
 }
 
-/// Runs a graph model; returns outputs and timings (ms).
-fn run_graph(a: &Args, dev: Device) -> Result<(Vec<Output>, Json)> {
+/// What a run made: outputs, the inputs it used, timings (ms).
+type Ran = (Vec<Output>, Vec<(String, NDArray)>, Json);
+
+/// Runs a graph model.
+fn run_graph(a: &Args, dev: Device) -> Result<Ran> {
     let loaded = common::load(&a.model.model)?;
     common::check_model_device(&loaded.module, dev, &a.model.model)?;
     let info = common::graph_info(&loaded.module, &a.model)?;
@@ -113,8 +114,9 @@ fn run_graph(a: &Args, dev: Device) -> Result<(Vec<Output>, Json)> {
     let t0 = Instant::now();
     let mut exec = common::executor(&loaded.module, &a.model, &devices, false)?;
     let create = t0.elapsed();
-    for (name, arr) in common::inputs(&info, &a.input, a.seed)? {
-        exec.set_input(name.as_str(), &arr)?;
+    let inputs = common::inputs(&info, &a.input, a.seed)?;
+    for (name, arr) in &inputs {
+        exec.set_input(name.as_str(), arr)?;
     }
     let t1 = Instant::now();
     exec.run()?;
@@ -129,11 +131,11 @@ fn run_graph(a: &Args, dev: Device) -> Result<(Vec<Output>, Json)> {
         "create_ms": common::ms(create),
         "run_ms": common::ms(run),
     });
-    Ok((outs, timings))
+    Ok((outs, inputs, timings))
 }
 
 /// Runs one function of a library.
-fn run_function(a: &Args, name: &str, dev: Device) -> Result<(Vec<Output>, Json)> {
+fn run_function(a: &Args, name: &str, dev: Device) -> Result<Ran> {
     let loaded = common::load(&a.model.model)?;
     let f = loaded.module.get_function(name, true)?.ok_or_else(|| {
         let names = loaded.module.function_names().unwrap_or_default();
@@ -168,7 +170,7 @@ fn run_function(a: &Args, name: &str, dev: Device) -> Result<(Vec<Output>, Json)
         other => println!("return value: {other:?}"),
     }
     let timings = json!({ "load_ms": common::ms(loaded.load_time), "run_ms": common::ms(run) });
-    Ok((outs, timings))
+    Ok((outs, Vec::new(), timings))
 }
 
 /// Compares `got` with `exp` as numpy's `allclose` does; `Ok(max abs diff)` or the mismatch.
@@ -220,7 +222,7 @@ fn compare(got: &NDArray, exp: &NDArray, rtol: f64, atol: f64) -> Result<f64, St
 /// Runs the command.
 pub fn main(a: &Args) -> Result<()> {
     let dev = common::device(&a.model.device)?;
-    let (outs, timings) = match &a.function {
+    let (outs, inputs, timings) = match &a.function {
         Some(name) => run_function(a, name, dev)?,
         None => run_graph(a, dev)?,
     };
@@ -231,6 +233,11 @@ pub fn main(a: &Args) -> Result<()> {
             let p = dir.join(format!("output.{i}.npy"));
             npy::write(&p, &o.array)?;
             files[i] = Some(p);
+        }
+        for (name, arr) in &inputs {
+            let safe: String =
+                name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect();
+            npy::write(&dir.join(format!("input.{safe}.npy")), arr)?;
         }
     }
     let mut summary = Vec::new();
@@ -274,7 +281,11 @@ pub fn main(a: &Args) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&j).map_err(|e| Fail::input(e.to_string()))?);
     } else {
         let t = &timings;
-        let mut line = format!("ran in {:.2} ms (load {:.1} ms", t["run_ms"].as_f64().unwrap_or(0.0), t["load_ms"].as_f64().unwrap_or(0.0));
+        let mut line = format!(
+            "ran in {:.2} ms (load {:.1} ms",
+            t["run_ms"].as_f64().unwrap_or(0.0),
+            t["load_ms"].as_f64().unwrap_or(0.0)
+        );
         if let Some(c) = t["create_ms"].as_f64() {
             line += &format!(", executor {c:.1} ms");
         }
