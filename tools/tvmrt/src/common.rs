@@ -40,7 +40,11 @@ pub fn load(path: &Path) -> Result<Loaded> {
         return Err(Fail::input(format!("{}: not a file", path.display())));
     }
     let t0 = Instant::now();
-    let module = Module::load(path)?;
+    let module = Module::load(path).map_err(|e| {
+        let msg = e.to_string();
+        let shown = path.display().to_string();
+        Fail::input(if msg.contains(&shown) { msg } else { format!("{shown}: {msg}") })
+    })?;
     Ok(Loaded { module, load_time: t0.elapsed() })
 }
 

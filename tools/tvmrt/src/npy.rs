@@ -170,7 +170,7 @@ mod tests {
             assert_eq!(as_f64(&a).unwrap(), want, "{file}");
         }
         let e = read(&data("complex64.npy")).unwrap_err().msg;
-        assert!(e.ends_with("unsupported .npy element type <c8"), "{e}");
+        assert!(e.ends_with("unsupported .npy element type '<c8'"), "{e}");
         let e = read(&data("missing.npy")).unwrap_err().msg;
         assert!(e.contains("missing.npy: No such file"), "{e}");
         let e = read(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml").as_path()).unwrap_err().msg;
