@@ -44,6 +44,8 @@ impl Dso {
     /// `dlopen`s `path`, calling the library `name` in messages and in [`Dso::path`] (for a
     /// library loaded from memory, whose path means nothing after the load).
     pub fn open_as(path: &str, name: &str) -> Result<Arc<Dso>> {
+        // A truncated library would crash the process inside dlopen (SIGBUS): refuse it first.
+        super::elf::check_file(path, name)?;
         // SAFETY: loading a library runs its initialisers; a TVM model library's only ones are
         // the compiler's (none touch the runtime before the context slots are filled). That
         // the file is such a library is the caller's promise, as with TVM's own loader.

@@ -38,6 +38,7 @@ pub fn load_from_bytes(bytes: &[u8], name: &str) -> Result<Module> {
     if bytes.len() > MAX_BYTES {
         return Err(Error::value(format!("{}: {} bytes is too large for a library", label(name), bytes.len())));
     }
+    super::elf::check_bytes(bytes, &label(name))?;
     super::dso::load_opened(imp::open(bytes, &label(name))?)
 }
 

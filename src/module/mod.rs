@@ -4,6 +4,7 @@
 
 pub mod blob;
 pub mod dso;
+pub mod elf;
 pub mod globals;
 pub mod library;
 pub mod memory;

@@ -297,6 +297,11 @@ fn errors_are_one_line_with_exit_codes() {
     fails(&["run", "/no/such/model.so"], 1, "/no/such/model.so");
     fails(&["inspect", s(&dir.join("manifest.json"))], 1, "manifest.json");
     fails(&["run", s(&dir.join("mlp.input.data.npy"))], 1, "mlp.input.data.npy");
+    // A truncated library is an error, not a crash inside the dynamic loader.
+    let cut = tmp("truncated").join("cut.so");
+    let whole = std::fs::read(dir.join("mlp.so")).expect("mlp.so");
+    std::fs::write(&cut, &whole[..whole.len() / 2]).expect("write");
+    fails(&["inspect", s(&cut)], 1, "truncated");
     fails(
         &["run", mlp_s, "--input", &format!("image={}", s(&dir.join("mlp.input.data.npy")))],
         1,
