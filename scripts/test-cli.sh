@@ -5,6 +5,8 @@
 # and tvmrt installed by CMake. Called by scripts/test.sh after the demo; runs alone too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The workspace members build in their own target directory (see "Building the tools" in the
+# README): in target/ they would overwrite the library's own build.
 
 python3 -c "import numpy" >/dev/null 2>&1 || {
   echo "== installing numpy"
@@ -13,11 +15,11 @@ python3 -c "import numpy" >/dev/null 2>&1 || {
 
 echo "== tvmrt and the Rust API (scripts/test-cli.sh): cargo fmt --check, clippy"
 cargo fmt --check -p tvm-rt -p tvmrt
-cargo clippy -p tvm-rt -p tvmrt --all-targets --quiet -- -D warnings
+cargo clippy -p tvm-rt -p tvmrt --target-dir target/tools --all-targets --quiet -- -D warnings
 echo "== tvmrt, tvm-rt: cargo test (unit, fixtures, doc examples)"
-cargo test -p tvm-rt -p tvmrt
+cargo test -p tvm-rt -p tvmrt --target-dir target/tools
 
-[ -x target/release/tvmrt ] && [ -f build/demo/demo_model.so ] || ./scripts/demo.sh >/dev/null
+[ -x target/tools/release/tvmrt ] && [ -f build/demo/demo_model.so ] || ./scripts/demo.sh >/dev/null
 
 echo "== the demo's tvmrt run against numpy"
 python3 - <<'PY'
@@ -37,7 +39,7 @@ cmds=$(awk '/<!-- tvmrt-readme-commands/{f=1; next} f && /^```sh/{g=1; next} g &
 [ -n "$cmds" ] || { echo "README tvmrt command block not found"; exit 1; }
 bash -euxo pipefail -c "$cmds"
 python3 -c "import json; d=json.load(open('build/demo/inspect.json')); assert d['graph']['inputs'][0]['name'] == 'data', d"
-cargo run --release -q -p tvm-rt --example run_model -- build/demo/demo_model.so 1,2,3,4 | grep "output 0 \[1, 3\]: 4.85 2.3 10.55"
+./target/tools/release/examples/run_model build/demo/demo_model.so 1,2,3,4 | grep "output 0 \[1, 3\]: 4.85 2.3 10.55"
 
 echo "== tvmrt installed by CMake"
 prefix="$PWD/build/install-cli"
