@@ -330,3 +330,24 @@ fn errors_are_one_line_with_exit_codes() {
     assert_eq!(tvmrt(&["bench", mlp_s, "--repeat", "0"]).status.code(), Some(2));
     assert!(ok(&["--help"]).contains("inspect"));
 }
+
+#[test]
+fn run_a_tvm_0_18_export() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures-v0.18");
+    if !dir.join("mlp.so").is_file() {
+        assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "fixtures-v0.18 missing at {}", dir.display());
+        println!("SKIP: {} not found", dir.display());
+        return;
+    }
+    let out_dir = tmp("v018");
+    ok(&[
+        "run",
+        s(&dir.join("mlp.so")),
+        "--input",
+        &format!("data={}", s(&dir.join("mlp.input.data.npy"))),
+        "-o",
+        s(&out_dir),
+    ]);
+    assert_close(&out_dir.join("output.0.npy"), &dir.join("mlp.output.0.npy"), 1e-5, 1e-5);
+    let _ = std::fs::remove_dir_all(&out_dir);
+}
