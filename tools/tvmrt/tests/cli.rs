@@ -351,3 +351,41 @@ fn run_a_tvm_0_18_export() {
     assert_close(&out_dir.join("output.0.npy"), &dir.join("mlp.output.0.npy"), 1e-5, 1e-5);
     let _ = std::fs::remove_dir_all(&out_dir);
 }
+
+/// A library in the style of TVM's C backend, which calls the runtime's C functions directly.
+const C_BACKEND_LIB: &str = r#"
+#include <tvm/runtime/c_runtime_api.h>
+#include <tvm/runtime/c_backend_api.h>
+TVM_DLL int fill_halves(TVMValue* args, int* codes, int n, TVMValue* rv, int* rc, void* res) {
+  if (n != 1 || (codes[0] != kTVMNDArrayHandle && codes[0] != kTVMDLTensorHandle)) {
+    TVMAPISetLastError("ValueError: fill_halves expects one tensor");
+    return -1;
+  }
+  DLTensor* t = (DLTensor*)args[0].v_handle;
+  int64_t len = t->shape[0];
+  float* ws = (float*)TVMBackendAllocWorkspace(1, 0, (uint64_t)(len * 4), 2, 32);
+  if (!ws) return -1;
+  for (int64_t i = 0; i < len; i++) ws[i] = (float)i * 0.5f;
+  for (int64_t i = 0; i < len; i++) ((float*)t->data)[i] = ws[i];
+  return TVMBackendFreeWorkspace(1, 0, ws);
+}
+"#;
+
+#[test]
+fn libraries_that_call_the_c_api_directly_resolve_it_from_tvmrt() {
+    let dir = tmp("cbackend");
+    std::fs::write(dir.join("lib.c"), C_BACKEND_LIB).expect("write");
+    let include = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../include");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let st = Command::new(cc)
+        .args(["-shared", "-fPIC", "-I", s(&include), "-o", s(&dir.join("lib.so")), s(&dir.join("lib.c"))])
+        .status()
+        .expect("run cc");
+    assert!(st.success());
+    ok(&["run", s(&dir.join("lib.so")), "--function", "fill_halves", "zeros:float32[6]", "-o", s(&dir)]);
+    let (shape, v) = npy(&dir.join("output.0.npy"));
+    assert_eq!((shape, v), (vec![6], vec![0.0, 0.5, 1.0, 1.5, 2.0, 2.5]));
+    // Its own error, set through TVMAPISetLastError, reaches the user as one line.
+    fails(&["run", s(&dir.join("lib.so")), "--function", "fill_halves", "int:3"], 1, "fill_halves expects one tensor");
+    let _ = std::fs::remove_dir_all(&dir);
+}
