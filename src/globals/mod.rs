@@ -13,6 +13,7 @@ pub fn register_builtins(r: &mut Registrar<'_>) {
     device::register(r);
     misc::register(r);
     crate::module::globals::register(r);
+    crate::module::memory::register(r);
     crate::device::opencl::register(r);
     crate::device::cuda::register(r);
     crate::contrib::register(r);

@@ -4,8 +4,10 @@
 
 pub mod blob;
 pub mod dso;
+pub mod elf;
 pub mod globals;
 pub mod library;
+pub mod memory;
 pub mod system_lib;
 
 use crate::error::{Error, Result};
@@ -237,6 +239,13 @@ impl FunctionModule {
     pub fn add(&mut self, name: impl Into<String>, f: PackedFunc) -> &mut Self {
         self.funcs.insert(name.into(), f);
         self
+    }
+
+    /// The names of its functions, sorted.
+    pub fn names(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.funcs.keys().cloned().collect();
+        v.sort();
+        v
     }
 }
 

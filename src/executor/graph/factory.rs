@@ -45,6 +45,21 @@ impl GraphExecutorFactory {
         Ok(GraphExecutorFactory { graph_json, params, module_name })
     }
 
+    /// The graph JSON.
+    pub fn graph_json(&self) -> &str {
+        &self.graph_json
+    }
+
+    /// The parameters, in stored order.
+    pub fn params(&self) -> &[(String, NDArray)] {
+        &self.params
+    }
+
+    /// The name of the function that creates an executor (`default`).
+    pub fn module_name(&self) -> &str {
+        &self.module_name
+    }
+
     fn code_module(&self, this: &Module) -> Result<Module> {
         this.imports()
             .into_iter()
