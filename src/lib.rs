@@ -19,5 +19,6 @@ pub mod module;
 pub mod ndarray;
 pub mod object;
 pub mod registry;
+pub mod rpc;
 pub mod threading;
 pub mod value;

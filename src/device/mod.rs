@@ -205,6 +205,7 @@ pub fn get_api(device_type: i32, allow_missing: bool) -> Result<Option<&'static 
         CPU => Some(&cpu::CPU_API),
         OPENCL => Some(&opencl::api::OPENCL_API),
         CUDA | CUDA_HOST => Some(&cuda::api::CUDA_API),
+        t if t >= RPC_SESS_MASK => Some(crate::rpc::device_api()),
         t if (0..16).contains(&t) => INSTALLED[t as usize].get().copied(),
         _ => None,
     };

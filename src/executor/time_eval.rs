@@ -69,7 +69,9 @@ fn time_evaluator(a: &Args<'_>) -> Result<Value> {
         return Err(Error::tvm("micro backend not enabled"));
     }
     let pf = match a.module(0)? {
-        Some(m) if m.type_key() == "rpc" => return Err(Error::unsupported("RPC time evaluation")),
+        Some(m) if m.type_key() == "rpc" => {
+            return crate::rpc::remote_time_evaluator(&m, &name, dev, number, repeat, min_repeat_ms, &preproc_name)
+        }
         Some(m) => m
             .get_function(&name, false)?
             .ok_or_else(|| Error::value(format!("Cannot find {name} in the global registry")))?,
