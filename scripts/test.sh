@@ -39,6 +39,8 @@ out=$(./scripts/demo.sh)
 echo "$out"
 grep -q "output \[1, 3\]: 4.85 2.3 10.55" <<<"$out"
 
+./scripts/test-rpc.sh
+
 echo "== python ctypes FFI test"
 python3 -m pytest -q tests/python
 

@@ -4,71 +4,65 @@
 //! ```text
 //! tvm_rpc server --host=0.0.0.0 --port=9090 --port-end=9099 --tracker=127.0.0.1:9190 --key=rasp
 //! ```
+//!
+//! (clap's builder API rather than its derive macros: the macros would change the features of
+//! `syn` that the library's own build uses, and every build of one would rebuild the other.)
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{value_parser, Arg, ArgAction, ArgMatches, Command};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 use tvm_runtime::rpc::server::Stopper;
 use tvm_runtime::rpc::{Isolation, Server, ServerConfig};
 
-#[derive(Parser)]
-#[command(name = "tvm_rpc", version, about = "TVM RPC server (the equivalent of TVM's apps/cpp_rpc)")]
-struct Cli {
-    #[command(subcommand)]
-    cmd: Cmd,
+fn cli() -> Command {
+    let opt = |name: &'static str, help: &'static str| Arg::new(name).long(name).help(help);
+    Command::new("tvm_rpc")
+        .version(env!("CARGO_PKG_VERSION"))
+        .about("TVM RPC server (the equivalent of TVM's apps/cpp_rpc)")
+        .subcommand_required(true)
+        .subcommand(
+            Command::new("server")
+                .about("Start the server")
+                .arg(opt("host", "The address to bind: 127.0.0.1 by default (TVM binds 0.0.0.0); 0.0.0.0 for every interface").default_value("127.0.0.1"))
+                .arg(opt("port", "The first port to try (0: any free port)").value_parser(value_parser!(u16)).default_value("9090"))
+                .arg(opt("port-end", "The end of the port range (exclusive)").alias("port_end").value_parser(value_parser!(u16)).default_value("9099"))
+                .arg(opt("tracker", "The RPC tracker address, host:port"))
+                .arg(opt("key", "The key that identifies the device type to the tracker and to clients").default_value(""))
+                .arg(opt("custom-addr", "The address to report to the tracker").alias("custom_addr"))
+                .arg(opt("work-dir", "Where session work directories go (default: a new directory in the temp dir)").alias("work_dir").value_parser(value_parser!(PathBuf)))
+                .arg(
+                    opt("token", "A secret clients must present (`-token=<secret>` after the key; the runtime's client appends it from TVM_RPC_TOKEN). Off by default: TVM's clients cannot send one")
+                        .env("TVM_RPC_TOKEN")
+                        .hide_env_values(true),
+                )
+                .arg(opt("max-sessions", "Most sessions at once (default: 1 with a tracker, else 16)").value_parser(value_parser!(usize)))
+                .arg(opt("isolation", "How sessions are kept apart: a forked process each, or a thread each").value_parser(["process", "thread"]).default_value("process"))
+                .arg(opt("max-packet-bytes", "Largest packet accepted (default 4 GiB, or TVM_RPC_MAX_PACKET_BYTES)").value_parser(value_parser!(u64)))
+                .arg(Arg::new("silent").long("silent").action(ArgAction::SetTrue).help("Print only errors")),
+        )
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum Iso {
-    /// A forked process per session (a crash ends only that session).
-    Process,
-    /// A thread per session.
-    Thread,
-}
-
-#[derive(Subcommand)]
-enum Cmd {
-    /// Start the server.
-    Server {
-        /// The address to bind: 127.0.0.1 by default (TVM binds 0.0.0.0); 0.0.0.0 for every interface.
-        #[arg(long, default_value = "127.0.0.1")]
-        host: String,
-        /// The first port to try (0: any free port).
-        #[arg(long, default_value_t = 9090)]
-        port: u16,
-        /// The end of the port range (exclusive).
-        #[arg(long = "port-end", alias = "port_end", default_value_t = 9099)]
-        port_end: u16,
-        /// The RPC tracker address, host:port.
-        #[arg(long)]
-        tracker: Option<String>,
-        /// The key that identifies the device type to the tracker and to clients.
-        #[arg(long, default_value = "")]
-        key: String,
-        /// The address to report to the tracker.
-        #[arg(long = "custom-addr", alias = "custom_addr")]
-        custom_addr: Option<String>,
-        /// Where session work directories go (default: a new directory in the temp dir).
-        #[arg(long = "work-dir", alias = "work_dir")]
-        work_dir: Option<PathBuf>,
-        /// A secret that clients must present (`-token=<secret>` after the key; the runtime's
-        /// client appends it from TVM_RPC_TOKEN). Off by default: TVM's clients cannot send one.
-        #[arg(long, env = "TVM_RPC_TOKEN", hide_env_values = true)]
-        token: Option<String>,
-        /// Most sessions at once (default: 1 with a tracker, else 16).
-        #[arg(long = "max-sessions")]
-        max_sessions: Option<usize>,
-        /// How sessions are kept apart.
-        #[arg(long, value_enum, default_value_t = Iso::Process)]
-        isolation: Iso,
-        /// Largest packet accepted, in bytes (default 4 GiB or TVM_RPC_MAX_PACKET_BYTES).
-        #[arg(long = "max-packet-bytes")]
-        max_packet_bytes: Option<u64>,
-        /// Print only errors.
-        #[arg(long)]
-        silent: bool,
-    },
+fn config(m: &ArgMatches) -> ServerConfig {
+    let s = |k: &str| m.get_one::<String>(k).cloned();
+    let mut cfg = ServerConfig {
+        host: s("host").unwrap_or_default(),
+        port: *m.get_one::<u16>("port").unwrap_or(&9090),
+        port_end: *m.get_one::<u16>("port-end").unwrap_or(&9099),
+        key: s("key").unwrap_or_default(),
+        tracker: s("tracker"),
+        custom_addr: s("custom-addr"),
+        work_dir: m.get_one::<PathBuf>("work-dir").cloned(),
+        token: s("token").filter(|t| !t.is_empty()),
+        max_sessions: m.get_one::<usize>("max-sessions").copied(),
+        isolation: if s("isolation").as_deref() == Some("thread") { Isolation::Thread } else { Isolation::Process },
+        silent: m.get_flag("silent"),
+        ..ServerConfig::default()
+    };
+    if let Some(&n) = m.get_one::<u64>("max-packet-bytes") {
+        cfg.max_packet = n;
+    }
+    cfg
 }
 
 static STOP: OnceLock<Stopper> = OnceLock::new();
@@ -79,56 +73,20 @@ extern "C" fn on_signal(_: libc::c_int) {
     }
 }
 
+fn fail(e: impl std::fmt::Display) -> ! {
+    eprintln!("tvm_rpc: {e}");
+    std::process::exit(1);
+}
+
 fn main() {
-    let Cli {
-        cmd:
-            Cmd::Server {
-                host,
-                port,
-                port_end,
-                tracker,
-                key,
-                custom_addr,
-                work_dir,
-                token,
-                max_sessions,
-                isolation,
-                max_packet_bytes,
-                silent,
-            },
-    } = Cli::parse();
+    let matches = cli().get_matches();
+    let Some(("server", m)) = matches.subcommand() else { fail("unknown command") };
+    let cfg = config(m);
     if let Err(e) = tvm_runtime::ffi::slots::install() {
-        eprintln!("tvm_rpc: {e}");
-        std::process::exit(1);
-    }
-    let mut cfg = ServerConfig {
-        host,
-        port,
-        port_end,
-        key,
-        tracker,
-        custom_addr,
-        work_dir,
-        token: token.filter(|t| !t.is_empty()),
-        max_sessions,
-        isolation: match isolation {
-            Iso::Process => Isolation::Process,
-            Iso::Thread => Isolation::Thread,
-        },
-        silent,
-        ..ServerConfig::default()
-    };
-    if let Some(n) = max_packet_bytes {
-        cfg.max_packet = n;
+        fail(e);
     }
     let host = cfg.host.clone();
-    let server = match Server::bind(cfg) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("tvm_rpc: {e}");
-            std::process::exit(1);
-        }
-    };
+    let server = Server::bind(cfg).unwrap_or_else(|e| fail(e));
     let _ = STOP.set(server.stopper());
     // SAFETY: the handler only stores to an atomic flag, which is async-signal-safe.
     unsafe {
@@ -138,7 +96,40 @@ fn main() {
     println!("INFO: RPC server listening on {host}:{}", server.port());
     let _ = std::io::stdout().flush();
     if let Err(e) = server.run() {
-        eprintln!("tvm_rpc: {e}");
-        std::process::exit(1);
+        fail(e);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpp_rpc_command_line() {
+        let m = cli()
+            .try_get_matches_from([
+                "tvm_rpc",
+                "server",
+                "--host=0.0.0.0",
+                "--port=9000",
+                "--port_end=9090",
+                "--tracker=127.0.0.1:9190",
+                "--key=rasp",
+                "--custom_addr=10.0.0.2",
+                "--work-dir=/tmp/w",
+                "--silent",
+            ])
+            .unwrap();
+        let (_, m) = m.subcommand().unwrap();
+        let c = config(m);
+        assert_eq!((c.host.as_str(), c.port, c.port_end), ("0.0.0.0", 9000, 9090));
+        assert_eq!(c.tracker.as_deref(), Some("127.0.0.1:9190"));
+        assert_eq!((c.key.as_str(), c.custom_addr.as_deref()), ("rasp", Some("10.0.0.2")));
+        assert_eq!(c.work_dir, Some(PathBuf::from("/tmp/w")));
+        assert!(c.silent && c.isolation == Isolation::Process && c.token.is_none());
+        let m = cli().try_get_matches_from(["tvm_rpc", "server"]).unwrap();
+        let c = config(m.subcommand().unwrap().1);
+        assert_eq!((c.host.as_str(), c.port, c.port_end), ("127.0.0.1", 9090, 9099));
+        assert!(cli().try_get_matches_from(["tvm_rpc", "server", "--port=70000"]).is_err());
     }
 }
