@@ -211,6 +211,13 @@ fn check_arrays(sess: &Module, over_network: bool) {
     assert_eq!(b.to_bytes().unwrap(), src);
     // size mismatch
     assert!(a.copy_from_bytes(&src[..8]).is_err());
+    // Large copies (straight into and out of the server's memory) and a copy at an offset.
+    let big = NDArray::empty(&[1 << 18], FLOAT32, dev).unwrap();
+    let bsrc: Vec<u8> = (0..1u32 << 20).map(|i| (i * 31 % 256) as u8).collect();
+    big.copy_from_bytes(&bsrc).unwrap();
+    assert!(big.to_bytes().unwrap() == bsrc);
+    let view = big.create_view(&[1 << 17], FLOAT32).unwrap();
+    assert!(view.to_bytes().unwrap() == bsrc[..1 << 19]);
     // through the C API
     let mut back = vec![0u8; 64];
     // SAFETY: a live array handle and a 64-byte buffer.
@@ -256,6 +263,13 @@ fn check_arrays(sess: &Module, over_network: bool) {
 }
 
 fn check_files(sess: &Module) {
+    // Large enough to take the server's large-packet path.
+    let big: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
+    upload(sess, "big.bin", &big).unwrap();
+    let Value::Bytes(b) = func(sess, "tvm.rpc.server.download").call(&[Value::str("big.bin")]).unwrap() else {
+        panic!()
+    };
+    assert!(*b == big);
     upload(sess, "x.bin", b"hello").unwrap();
     let Value::Bytes(b) = func(sess, "tvm.rpc.server.download").call(&[Value::str("x.bin")]).unwrap() else { panic!() };
     assert_eq!(&b[..], b"hello");
@@ -428,6 +442,17 @@ fn hostile_clients_end_only_their_session() {
         p.clear();
         codec::encode_copy_from_remote(&mut p, &past, 16).unwrap();
         assert!(r.exception(&p).contains("not memory"));
+        // A large copy to a forged pointer, and a large one past the end of a real allocation.
+        p.clear();
+        let forged_big = WireTensor { shape: vec![1 << 18].into(), ..forged.clone() };
+        codec::encode_copy_to_remote_head(&mut p, &forged_big, 1 << 20).unwrap();
+        p.extend(vec![0u8; 1 << 20]);
+        assert!(r.exception(&p).contains("not memory this session handed out"));
+        p.clear();
+        let past_big = WireTensor { data, shape: vec![1 << 18].into(), ..forged.clone() };
+        codec::encode_copy_to_remote_head(&mut p, &past_big, 1 << 20).unwrap();
+        p.extend(vec![0u8; 1 << 20]);
+        assert!(r.exception(&p).contains("not memory this session handed out"));
         // A malformed packet ends the session: the server closes the connection.
         r.send(&[le(8), 99i32.to_le_bytes().to_vec(), vec![0; 4]].concat());
         assert!(r.reply().is_none());
@@ -438,6 +463,19 @@ fn hostile_clients_end_only_their_session() {
         r.init();
         r.send(&[le(100), vec![3, 0, 0, 0, 1, 2]].concat());
         drop(r);
+    }
+    {
+        // A large copy whose size disagrees with its packet's length.
+        let mut r = Raw::open(srv.port, "client:");
+        r.init();
+        let big = WireTensor { shape: vec![1 << 18].into(), ..forged.clone() };
+        let mut lie = Vec::new();
+        codec::encode_copy_to_remote_head(&mut lie, &big, 1 << 20).unwrap();
+        let len = (lie.len() - 8 + (1 << 19)) as u64;
+        lie[..8].copy_from_slice(&len.to_le_bytes());
+        lie.extend(vec![0u8; 1 << 19]);
+        r.send(&lie);
+        assert!(r.reply().is_none());
     }
     {
         // A packet claiming to be larger than the limit.

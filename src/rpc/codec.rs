@@ -632,6 +632,33 @@ pub fn decode_packet(body: &[u8]) -> Result<Packet<'_>> {
     Ok(p)
 }
 
+/// Bytes of a `kCopyToRemote` head (code, tensor, size) before its shape: the shape's length
+/// is read from them by [`copy_to_remote_head_len`].
+pub const COPY_TO_REMOTE_FIXED: usize = 4 + 8 + 8 + 4 + 4;
+
+/// The whole head's length, given its first [`COPY_TO_REMOTE_FIXED`] bytes (the rest of the
+/// head being the shape, the byte offset and the size).
+pub fn copy_to_remote_head_len(fixed: &[u8]) -> Result<usize> {
+    if fixed.len() < COPY_TO_REMOTE_FIXED {
+        return Err(malformed("short kCopyToRemote head"));
+    }
+    let ndim = i32::from_le_bytes([fixed[20], fixed[21], fixed[22], fixed[23]]);
+    let ndim = usize::try_from(ndim).ok().filter(|&n| n <= 1 << 20).ok_or_else(|| malformed(format!("ndim {ndim}")))?;
+    Ok(COPY_TO_REMOTE_FIXED + ndim * 8 + 16)
+}
+
+/// Decodes a `kCopyToRemote` head (code included, payload excluded): the tensor and the size.
+pub fn decode_copy_to_remote_head(head: &[u8]) -> Result<(WireTensor<'static>, u64)> {
+    let mut r = Reader::new(head);
+    if r.i32("RPC code")? != RpcCode::CopyToRemote as i32 {
+        return Err(malformed("not a kCopyToRemote head"));
+    }
+    let t = r.tensor()?.into_owned();
+    let n = r.u64("copy size")?;
+    r.finish("kCopyToRemote head")?;
+    Ok((t, n))
+}
+
 /// Reads the packet length in front of a packet, checking it against `max`.
 pub fn packet_len(head: [u8; 8], max: u64) -> Result<u64> {
     let n = u64::from_le_bytes(head);

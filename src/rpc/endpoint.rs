@@ -125,6 +125,58 @@ impl Channel for CallbackChannel {
     }
 }
 
+/// Bytes received but not yet consumed, so that a small packet costs one `recv` instead of
+/// one per field. Reads of 64 KiB or more bypass it.
+#[derive(Default)]
+pub struct Inbox {
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+const INBOX: usize = 64 << 10;
+
+/// A channel read through an [`Inbox`].
+pub struct Buffered<'a> {
+    ch: &'a mut dyn Channel,
+    inbox: &'a mut Inbox,
+}
+
+impl<'a> Buffered<'a> {
+    /// Reads `ch` through `inbox`.
+    pub fn new(ch: &'a mut dyn Channel, inbox: &'a mut Inbox) -> Buffered<'a> {
+        Buffered { ch, inbox }
+    }
+}
+
+impl Channel for Buffered<'_> {
+    fn send(&mut self, data: &[u8]) -> io::Result<usize> {
+        self.ch.send(data)
+    }
+
+    fn recv(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let ib = &mut *self.inbox;
+        if ib.start == ib.end {
+            if out.len() >= INBOX {
+                return self.ch.recv(out);
+            }
+            if ib.buf.len() < INBOX {
+                ib.buf.resize(INBOX, 0);
+            }
+            let n = self.ch.recv(&mut ib.buf)?;
+            ib.start = 0;
+            ib.end = n;
+            if n == 0 {
+                return Ok(0);
+            }
+        }
+        let n = out.len().min(ib.end - ib.start);
+        out[..n].copy_from_slice(&ib.buf[ib.start..ib.start + n]);
+        ib.start += n;
+        Ok(n)
+    }
+}
+
 fn io_err(what: &str, e: io::Error) -> Error {
     Error::with_kind("RPCError", format!("{what}: {e}"))
 }
@@ -158,7 +210,7 @@ pub fn recv_exact(ch: &mut dyn Channel, buf: &mut [u8]) -> Result<bool> {
 }
 
 /// Receives `n` more bytes onto the end of `buf`, growing it only as bytes arrive.
-fn recv_append(ch: &mut dyn Channel, buf: &mut Vec<u8>, n: u64) -> Result<()> {
+pub fn recv_append(ch: &mut dyn Channel, buf: &mut Vec<u8>, n: u64) -> Result<()> {
     let n = usize::try_from(n).map_err(|_| codec::malformed(format!("packet of {n} bytes")))?;
     let end = buf.len() + n;
     while buf.len() < end {
@@ -203,6 +255,7 @@ enum Expect<'a> {
 
 struct ClientIo {
     ch: Option<Box<dyn Channel>>,
+    inbox: Inbox,
     out: Vec<u8>,
     buf: Vec<u8>,
     broken: Option<String>,
@@ -221,7 +274,13 @@ impl ClientSession {
     /// A session over `ch`; call [`ClientSession::init_remote`] before anything else.
     pub fn new(ch: Box<dyn Channel>, remote_key: String) -> ClientSession {
         ClientSession {
-            io: Mutex::new(ClientIo { ch: Some(ch), out: Vec::new(), buf: Vec::new(), broken: None }),
+            io: Mutex::new(ClientIo {
+                ch: Some(ch),
+                inbox: Inbox::default(),
+                out: Vec::new(),
+                buf: Vec::new(),
+                broken: None,
+            }),
             max_packet: max_packet_from_env(),
             chunk: OnceLock::new(),
             remote_key,
@@ -249,7 +308,7 @@ impl ClientSession {
         build(&mut io.out)?;
         let max = self.max_packet;
         let res = match io.ch.as_deref_mut() {
-            Some(ch) => exchange(ch, &io.out, tail, &mut io.buf, expect, max),
+            Some(ch) => exchange(&mut Buffered::new(ch, &mut io.inbox), &io.out, tail, &mut io.buf, expect, max),
             None => Err(Exchange::Broken(Error::with_kind("RPCError", "the RPC session is closed"))),
         };
         if io.out.capacity() > (16 << 20) {
@@ -802,17 +861,33 @@ fn handle_value(h: u64) -> WireValue<'static> {
     }
 }
 
+/// Packets at least this large that copy into CPU memory of a local session are read straight
+/// into the destination instead of a buffer.
+const DIRECT_COPY_MIN: u64 = 256 << 10;
+
 /// Serves a connection until the client shuts it down or closes it (`ServerLoop`): `Ok` on a
 /// clean end, an error naming why otherwise.
 pub fn serve(ch: &mut dyn Channel, ep: &mut ServerEndpoint, max_packet: u64) -> Result<()> {
     let mut buf = Vec::new();
     let mut out = Vec::new();
+    let mut inbox = Inbox::default();
     loop {
-        if !recv_packet(ch, &mut buf, max_packet)? {
+        let mut head = [0u8; 8];
+        if !recv_exact(&mut Buffered::new(ch, &mut inbox), &mut head)? {
             return Ok(());
         }
+        let n = codec::packet_len(head, max_packet)?;
+        if n == 0 {
+            continue;
+        }
+        buf.clear();
         out.clear();
-        let flow = ep.handle_packet(&buf, &mut out, Some(&mut *ch))?;
+        let flow = if n >= DIRECT_COPY_MIN {
+            ep.large_packet(&mut Buffered::new(ch, &mut inbox), n, &mut buf, &mut out)?
+        } else {
+            recv_append(&mut Buffered::new(ch, &mut inbox), &mut buf, n)?;
+            ep.handle_packet(&buf, &mut out, Some(&mut *ch))?
+        };
         send_all(ch, &out)?;
         if flow == Flow::Shutdown {
             return Ok(());
@@ -823,6 +898,45 @@ pub fn serve(ch: &mut dyn Channel, ep: &mut ServerEndpoint, max_packet: u64) -> 
         if out.capacity() > (64 << 20) {
             out = Vec::new();
         }
+    }
+}
+
+impl ServerEndpoint {
+    /// A packet of `n` bytes still in the channel: a copy into CPU memory of a local session
+    /// goes straight from the socket to its destination; anything else is read whole into
+    /// `buf` and handled as usual.
+    fn large_packet(&mut self, ch: &mut dyn Channel, n: u64, buf: &mut Vec<u8>, out: &mut Vec<u8>) -> Result<Flow> {
+        let fixed = codec::COPY_TO_REMOTE_FIXED as u64;
+        recv_append(ch, buf, 4)?;
+        if i32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) != RpcCode::CopyToRemote as i32 || n < fixed {
+            recv_append(ch, buf, n - 4)?;
+            return self.handle_packet(buf, out, Some(ch));
+        }
+        recv_append(ch, buf, fixed - 4)?;
+        let head_len = codec::copy_to_remote_head_len(buf)? as u64;
+        if head_len > n {
+            return Err(codec::malformed("kCopyToRemote head exceeds the packet"));
+        }
+        recv_append(ch, buf, head_len - fixed)?;
+        let (tensor, nbytes) = codec::decode_copy_to_remote_head(buf)?;
+        if head_len + nbytes != n {
+            return Err(codec::malformed("kCopyToRemote size does not match the packet"));
+        }
+        if let Some(s) = self.serving.clone() {
+            let mut read = |dst: &mut [u8]| -> Result<()> {
+                if recv_exact(ch, dst)? {
+                    Ok(())
+                } else {
+                    Err(Error::with_kind("RPCError", "connection closed in the middle of a packet"))
+                }
+            };
+            if s.with_local_bytes_mut(&tensor, nbytes, &mut read)? {
+                codec::encode_return_void(out);
+                return Ok(Flow::Continue);
+            }
+        }
+        recv_append(ch, buf, nbytes)?;
+        self.handle_packet(buf, out, Some(ch))
     }
 }
 

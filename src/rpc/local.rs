@@ -347,6 +347,28 @@ impl Session for LocalSession {
         Ok(true)
     }
 
+    fn with_local_bytes_mut(
+        &self,
+        to: &WireTensor<'_>,
+        nbytes: u64,
+        f: &mut dyn FnMut(&mut [u8]) -> Result<()>,
+    ) -> Result<bool> {
+        if to.device.device_type != device::CPU || nbytes == 0 {
+            return Ok(false);
+        }
+        let t = self.tables.lock();
+        if t.check_tensor(to, nbytes).is_err() {
+            return Ok(false);
+        }
+        let Ok(n) = usize::try_from(nbytes) else { return Ok(false) };
+        let p = (to.data as usize as *mut u8).wrapping_add(to.byte_offset as usize);
+        // SAFETY: the range lies inside CPU memory this session handed out and still holds
+        // (checked above); the table lock keeps it from being freed while `f` writes.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(p, n) };
+        f(bytes)?;
+        Ok(true)
+    }
+
     fn free_handle(&self, handle: u64, type_code: i32) -> Result<()> {
         let dropped: Option<Value>;
         {

@@ -73,4 +73,16 @@ pub trait Session: Send + Sync {
     ) -> Result<bool> {
         Ok(false)
     }
+
+    /// Where the session can lend the memory of `to` for writing (CPU memory of a local
+    /// session, the whole range checked), calls `f` with it and returns true; else (also when
+    /// the range is not memory it handed out) returns false without calling `f`.
+    fn with_local_bytes_mut(
+        &self,
+        _to: &WireTensor<'_>,
+        _nbytes: u64,
+        _f: &mut dyn FnMut(&mut [u8]) -> Result<()>,
+    ) -> Result<bool> {
+        Ok(false)
+    }
 }
