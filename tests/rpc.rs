@@ -611,3 +611,35 @@ fn forged_remote_tensors_are_refused_locally() {
     let e = tvm_runtime::ndarray::copy_to_bytes(&t, data.as_mut_ptr().cast(), 16).unwrap_err().to_string();
     assert!(e.contains("closed or does not exist") || e.contains("not the data of an array"), "{e}");
 }
+
+#[test]
+fn proxy_chain_and_panics() {
+    let inner = start(ServerConfig { key: "inner".into(), ..Default::default() });
+    let outer = start(ServerConfig::default());
+    // The client asks the outer server to serve a session that it opens on the inner one
+    // (`session_constructor_args=["rpc.Connect", host, port, key]`): everything is forwarded.
+    let args = [
+        Value::str("127.0.0.1"),
+        Value::Int(i64::from(outer.port)),
+        Value::str(""),
+        Value::str("rpc.Connect"),
+        Value::str("127.0.0.1"),
+        Value::Int(i64::from(inner.port)),
+        Value::str("inner"),
+    ];
+    let Value::Module(chain) = global("rpc.Connect").call(&args).unwrap() else { panic!() };
+    check_arrays(&chain, true);
+    check_files(&chain);
+    check_add_one(&chain);
+    // A constructor that does not exist is the client's error, at connection time.
+    let bad =
+        [Value::str("127.0.0.1"), Value::Int(i64::from(outer.port)), Value::str(""), Value::str("no.such.constructor")];
+    let e = global("rpc.Connect").call(&bad).unwrap_err().to_string();
+    assert!(e.contains("Cannot find session constructor"), "{e}");
+    // A panic in a remote function is that call's error; the session goes on.
+    registry::register("test.rpc.panics", PackedFunc::from_fn(|_| panic!("boom")), true).unwrap();
+    let direct = connect(outer.port, "").unwrap();
+    let e = func(&direct, "test.rpc.panics").call(&[]).unwrap_err().to_string();
+    assert!(e.contains("panic") && e.contains("boom"), "{e}");
+    check_arrays(&direct, true);
+}

@@ -758,6 +758,18 @@ impl ServerEndpoint {
     /// the connection must end (the client broke the protocol); errors of the request itself go
     /// back to the client as exceptions.
     pub fn handle_packet(&mut self, body: &[u8], out: &mut Vec<u8>, direct: Option<&mut dyn Channel>) -> Result<Flow> {
+        // A panic while serving a request is that request's error, as an exception would be.
+        let mark = out.len();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.dispatch(body, out, direct)));
+        r.unwrap_or_else(|p| {
+            out.truncate(mark);
+            let msg = crate::error::panic_payload_text(&*p);
+            codec::encode_exception(out, &format!("InternalError: panic inside the TVM runtime: {msg}"));
+            Ok(Flow::Continue)
+        })
+    }
+
+    fn dispatch(&mut self, body: &[u8], out: &mut Vec<u8>, direct: Option<&mut dyn Channel>) -> Result<Flow> {
         let reply = |out: &mut Vec<u8>, r: Result<Vec<WireValue<'static>>>| match r {
             Ok(vals) => {
                 let mark = out.len();

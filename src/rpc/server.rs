@@ -465,10 +465,15 @@ impl RunState {
 /// session's objects are released before this returns.
 pub fn serve_session(conn: TcpStream, addr: SocketAddr, env: SessionEnv, silent: bool, max_packet: u64) {
     let _guard = env::enter(env);
-    let r = serve_stream(conn, max_packet);
+    // A panic ends this session only (and, in a forked child, never unwinds into the parent's
+    // accept loop).
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| serve_stream(conn, max_packet)));
     match r {
-        Ok(()) => log(silent, &format!("Finish serving {addr}")),
-        Err(e) => log(false, &format!("session with {addr} ended: {e}")),
+        Ok(Ok(())) => log(silent, &format!("Finish serving {addr}")),
+        Ok(Err(e)) => log(false, &format!("session with {addr} ended: {e}")),
+        Err(p) => {
+            log(false, &format!("session with {addr} ended by a panic: {}", crate::error::panic_payload_text(&*p)))
+        }
     }
 }
 
