@@ -89,6 +89,75 @@ pub fn connect(url: &str, port: u16, key: &str, init_seq: &[WireValue<'_>]) -> R
     create_session_module(Arc::new(sess))
 }
 
+fn pipe() -> Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0i32; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe(2) writes.
+    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+        return Err(Error::tvm(format!("pipe: {}", std::io::Error::last_os_error())));
+    }
+    // SAFETY: pipe(2) just opened both descriptors; each is owned once.
+    Ok(unsafe { (std::os::fd::OwnedFd::from_raw_fd(fds[0]), std::os::fd::OwnedFd::from_raw_fd(fds[1])) })
+}
+
+fn set_cloexec(fd: &std::os::fd::OwnedFd) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: sets a flag on a descriptor we own.
+    unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) };
+}
+
+/// `rpc.CreatePipeClient(*cmd)`: starts `cmd` with two more arguments, the descriptors of the
+/// pipe it reads requests from and of the pipe it writes replies to (TVM's popen convention,
+/// e.g. a minrpc server or `tvm_rpc pipe`), and returns the session over them.
+pub fn create_pipe_client(cmd: &[String]) -> Result<Module> {
+    use std::os::fd::AsRawFd;
+    let prog = cmd.first().ok_or_else(|| Error::value("rpc.CreatePipeClient needs a command"))?;
+    let (child_read, parent_write) = pipe()?;
+    let (parent_read, child_write) = pipe()?;
+    set_cloexec(&parent_read);
+    set_cloexec(&parent_write);
+    let child = std::process::Command::new(prog)
+        .args(&cmd[1..])
+        .arg(child_read.as_raw_fd().to_string())
+        .arg(child_write.as_raw_fd().to_string())
+        .spawn()
+        .map_err(|e| Error::tvm(format!("cannot start {prog}: {e}")))?;
+    drop((child_read, child_write));
+    let ch = endpoint::PipeChannel {
+        read: std::fs::File::from(parent_read),
+        write: std::fs::File::from(parent_write),
+        child: Some(child),
+    };
+    let sess = ClientSession::new(Box::new(ch), "pipe".into());
+    sess.init_remote(&[])?;
+    create_session_module(Arc::new(sess))
+}
+
+/// Serves one session over two inherited descriptors (the other end of
+/// [`create_pipe_client`]), with a fresh work directory that is removed afterwards.
+pub fn serve_pipe(read_fd: i32, write_fd: i32, silent: bool) -> Result<()> {
+    use std::os::fd::FromRawFd;
+    for fd in [read_fd, write_fd] {
+        // SAFETY: F_GETFD only queries the descriptor.
+        if fd < 0 || unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+            return Err(Error::value(format!("{fd} is not an open file descriptor")));
+        }
+    }
+    // SAFETY: the caller hands over two open descriptors, owned from here on.
+    let (read, write) = unsafe { (std::fs::File::from_raw_fd(read_fd), std::fs::File::from_raw_fd(write_fd)) };
+    let dir = std::env::temp_dir().join(format!("tvm-rpc-pipe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| Error::tvm(format!("work dir {}: {e}", dir.display())))?;
+    let dir = dir.canonicalize().map_err(|e| Error::tvm(e.to_string()))?;
+    let r = {
+        let _env = env::enter(env::SessionEnv { work_dir: dir.clone(), verbose: !silent });
+        let mut ch = endpoint::PipeChannel { read, write, child: None };
+        let mut ep = ServerEndpoint::new("PipeServer");
+        endpoint::serve(&mut ch, &mut ep, endpoint::max_packet_from_env())
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    r
+}
+
 /// Plain arguments (session constructor sequences) in wire form.
 fn plain_wire<'a>(a: &Args<'a>, from: usize) -> Result<Vec<WireValue<'static>>> {
     (from..a.len())
@@ -145,6 +214,10 @@ pub fn register(r: &mut Registrar<'_>) {
         let port = u16::try_from(a.i64(1)?).map_err(|_| Error::value("rpc.Connect: invalid port"))?;
         let init = plain_wire(a, 3)?;
         Ok(Value::Module(connect(&a.string(0)?, port, &a.string(2)?, &init)?))
+    });
+    r.func("rpc.CreatePipeClient", |a| {
+        let cmd = (0..a.len()).map(|i| a.string(i)).collect::<Result<Vec<_>>>()?;
+        Ok(Value::Module(create_pipe_client(&cmd)?))
     });
     r.func("rpc.ServerLoop", |a| {
         a.expect_at_least("rpc.ServerLoop", 1)?;

@@ -253,6 +253,14 @@ def test_local_session():
         check(lib.TVMFuncRemoveGlobal(b"tvm.rpc.server.workpath"))
 
 
+def test_pipe_client():
+    # rpc.CreatePipeClient(cmd...): our server at the other end of two pipes (popen convention).
+    need_server()
+    r = Remote(get_global("rpc.CreatePipeClient")(SERVER_BIN, "pipe", "--silent"))
+    run_add_one(r)
+    del r
+
+
 # ---------------------------------------------------------------------------------------------
 # Tracker
 

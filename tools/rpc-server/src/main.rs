@@ -41,6 +41,13 @@ fn cli() -> Command {
                 .arg(opt("max-packet-bytes", "Largest packet accepted (default 4 GiB, or TVM_RPC_MAX_PACKET_BYTES)").value_parser(value_parser!(u64)))
                 .arg(Arg::new("silent").long("silent").action(ArgAction::SetTrue).help("Print only errors")),
         )
+        .subcommand(
+            Command::new("pipe")
+                .about("Serve one session over two inherited pipes (the popen convention of rpc.CreatePipeClient)")
+                .arg(Arg::new("read-fd").required(true).value_parser(value_parser!(i32)).help("Descriptor to read requests from"))
+                .arg(Arg::new("write-fd").required(true).value_parser(value_parser!(i32)).help("Descriptor to write replies to"))
+                .arg(Arg::new("silent").long("silent").action(ArgAction::SetTrue).help("Print only errors")),
+        )
 }
 
 fn config(m: &ArgMatches) -> ServerConfig {
@@ -80,11 +87,21 @@ fn fail(e: impl std::fmt::Display) -> ! {
 
 fn main() {
     let matches = cli().get_matches();
-    let Some(("server", m)) = matches.subcommand() else { fail("unknown command") };
-    let cfg = config(m);
     if let Err(e) = tvm_runtime::ffi::slots::install() {
         fail(e);
     }
+    let m = match matches.subcommand() {
+        Some(("server", m)) => m,
+        Some(("pipe", m)) => {
+            let fd = |k: &str| *m.get_one::<i32>(k).unwrap_or(&-1);
+            if let Err(e) = tvm_runtime::rpc::serve_pipe(fd("read-fd"), fd("write-fd"), m.get_flag("silent")) {
+                fail(e);
+            }
+            return;
+        }
+        _ => fail("unknown command"),
+    };
+    let cfg = config(m);
     let host = cfg.host.clone();
     let server = Server::bind(cfg).unwrap_or_else(|e| fail(e));
     let _ = STOP.set(server.stopper());
