@@ -9,6 +9,7 @@ importable, else the minimal one below, which speaks the same protocol."""
 import ctypes
 import json
 import os
+import shutil
 import socket
 import struct
 import subprocess
@@ -58,6 +59,9 @@ class ServerProc:
     def stop(self):
         self.proc.terminate()
         _, err = self.proc.communicate(timeout=20)
+        left = os.listdir(self.work)
+        shutil.rmtree(self.work, ignore_errors=True)
+        assert not left, "session work directories left behind: %s" % left
         return err
 
 
@@ -251,6 +255,7 @@ def test_local_session():
             r.upload("out/escape-%d" % os.getpid(), b"x")
     finally:
         check(lib.TVMFuncRemoveGlobal(b"tvm.rpc.server.workpath"))
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def test_pipe_client():
