@@ -2,8 +2,8 @@
 //!
 //! - [`codec`]: the wire format as pure functions over bytes (handshake, packets, sequences).
 //! - [`session`]: the session interface; [`local`]: serving with this process's runtime;
-//!   [`endpoint`]: channels, the client session over a channel, the server endpoint (blocking
-//!   loop and event-driven).
+//!   [`channel`]: sockets, pipes and callback channels; [`endpoint`]: the client session over a
+//!   channel, the server endpoint (blocking loop and event-driven).
 //! - [`client`]: the session table, the `rpc` module, remote functions and arrays, the device
 //!   API of remote devices (type + 128 x (session index + 1)).
 //! - [`server`]: the standalone server (port range, key, tracker, work directories, tokens);
@@ -12,6 +12,7 @@
 //! Everything is reached through globals (`rpc.Connect`, `rpc.LocalSession`, `rpc.ServerLoop`,
 //! `rpc.CreateEventDrivenServer`, ...), registered by [`register`] like a user's own.
 
+pub mod channel;
 pub mod client;
 pub mod codec;
 pub mod endpoint;
@@ -28,8 +29,9 @@ use crate::function::PackedFunc;
 use crate::module::Module;
 use crate::registry::Registrar;
 use crate::value::{code, Args, Value};
+use channel::CallbackChannel;
 use codec::WireValue;
-use endpoint::{CallbackChannel, ClientSession, EventServer, ServerEndpoint};
+use endpoint::{ClientSession, EventServer, ServerEndpoint};
 use parking_lot::Mutex;
 use std::borrow::Cow;
 use std::io::{Read, Write};
@@ -123,7 +125,7 @@ pub fn create_pipe_client(cmd: &[String]) -> Result<Module> {
         .spawn()
         .map_err(|e| Error::tvm(format!("cannot start {prog}: {e}")))?;
     drop((child_read, child_write));
-    let ch = endpoint::PipeChannel {
+    let ch = channel::PipeChannel {
         read: std::fs::File::from(parent_read),
         write: std::fs::File::from(parent_write),
         child: Some(child),
@@ -150,9 +152,9 @@ pub fn serve_pipe(read_fd: i32, write_fd: i32, silent: bool) -> Result<()> {
     let dir = dir.canonicalize().map_err(|e| Error::tvm(e.to_string()))?;
     let r = {
         let _env = env::enter(env::SessionEnv { work_dir: dir.clone(), verbose: !silent });
-        let mut ch = endpoint::PipeChannel { read, write, child: None };
+        let mut ch = channel::PipeChannel { read, write, child: None };
         let mut ep = ServerEndpoint::new("PipeServer");
-        endpoint::serve(&mut ch, &mut ep, endpoint::max_packet_from_env())
+        endpoint::serve(&mut ch, &mut ep, channel::max_packet_from_env())
     };
     let _ = std::fs::remove_dir_all(&dir);
     r
@@ -198,7 +200,7 @@ fn server_loop_fd(fd: i64) -> Result<()> {
     // SAFETY: the caller hands over an open socket (TVM's contract: the loop owns and closes it).
     let sock = unsafe { <TcpStream as std::os::fd::FromRawFd>::from_raw_fd(fd) };
     let _ = sock.set_nodelay(true);
-    if let Err(e) = server::serve_stream(sock, endpoint::max_packet_from_env()) {
+    if let Err(e) = server::serve_stream(sock, channel::max_packet_from_env()) {
         eprintln!("[tvm-rpc] session ended: {e}");
     }
     Ok(())
@@ -230,7 +232,7 @@ pub fn register(r: &mut Registrar<'_>) {
         let frecv = a.func(1)?.ok_or_else(|| Error::value("rpc.ServerLoop: frecv is None"))?;
         let mut ch = CallbackChannel::new(fsend, Some(frecv));
         let mut ep = ServerEndpoint::new("SockServerLoop");
-        endpoint::serve(&mut ch, &mut ep, endpoint::max_packet_from_env())?;
+        endpoint::serve(&mut ch, &mut ep, channel::max_packet_from_env())?;
         Ok(Value::Null)
     });
     r.func("rpc.CreateEventDrivenServer", |a| {

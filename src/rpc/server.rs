@@ -11,6 +11,7 @@
 //! must arrive within `handshake_timeout`, packets are bounded, file names stay inside the
 //! session's work directory (see [`super::env`]), and an optional token must be presented.
 
+use super::channel;
 use super::codec::{self, ClientKey, RPC_CODE_MISMATCH, RPC_CODE_SUCCESS, RPC_MAGIC};
 use super::endpoint::{self, ServerEndpoint};
 use super::env::{self, SessionEnv};
@@ -84,7 +85,7 @@ impl Default for ServerConfig {
             max_sessions: None,
             isolation: Isolation::Thread,
             silent: false,
-            max_packet: endpoint::max_packet_from_env(),
+            max_packet: channel::max_packet_from_env(),
             handshake_timeout: Duration::from_secs(10),
         }
     }
