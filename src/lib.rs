@@ -21,6 +21,7 @@ pub mod module;
 pub mod ndarray;
 pub mod object;
 pub mod registry;
+pub mod rpc;
 pub mod threading;
 pub mod value;
 pub mod vm;

@@ -21,4 +21,5 @@ pub fn register_builtins(r: &mut Registrar<'_>) {
     crate::vm::register(r);
     crate::aot::register(r);
     crate::compat::register(r);
+    crate::rpc::register(r);
 }
