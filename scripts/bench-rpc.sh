@@ -2,7 +2,7 @@
 # RPC figures beside TVM v0.8's own over loopback (see benches/rpc_bench.py for what is measured):
 #   TVM: TVM's Python server (python -m tvm.exec.rpc_server) and TVM's Python client, both on
 #        TVM's runtime;
-#   ours: our tvm_rpc server and TVM's Python client on our library.
+#   ours: our server (tvmrt rpc-server) and TVM's Python client on our library.
 # Prints the figures and ours/TVM ratios (goals: latency <= 0.8x, throughput >= 1x). Noisy on a
 # busy machine: ROUNDS=N (default 3) runs each configuration N times, alternating, and keeps each
 # figure's best.
@@ -16,9 +16,9 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 ROUNDS=${ROUNDS:-3}
 OURS=${OURS_LIB_DIR:-$PWD/target/release}
-SERVER_BIN=${TVM_RPC_SERVER_BIN:-$PWD/target/release/tvm_rpc}
+SERVER_BIN=${TVMRT_BIN:-$PWD/target/tools/release/tvmrt}
 export TVM_FIXTURES=${TVM_FIXTURES:-$PWD/../shared/fixtures}
-[ -x "$SERVER_BIN" ] || cargo build --release -p tvm-rpc-server --quiet
+[ -x "$SERVER_BIN" ] || cargo build --release -p tvmrt --target-dir target/tools --quiet
 [ -f "$OURS/libtvm_runtime.so" ] || cargo build --release --quiet
 tmp=$(mktemp -d)
 pid=
@@ -35,7 +35,7 @@ one() { # config -> appends a JSON line to $tmp/$config
       >"$tmp/server.log" 2>&1 &
     pid=$!; lib=$TVM_LIB_DIR
   else
-    "$SERVER_BIN" server --port="$p" --port-end=$((p + 1)) --silent >"$tmp/server.log" 2>&1 &
+    "$SERVER_BIN" rpc-server --port="$p" --port-end=$((p + 1)) --silent >"$tmp/server.log" 2>&1 &
     pid=$!; lib=$OURS
   fi
   wait_port "$p"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # RPC interoperability with TVM v0.8 (by hand; needs TVM's Python package and TVM's own runtime):
 #   1. TVM's Python server (python -m tvm.exec.rpc_server) running on our library;
-#   a. TVM's Python client on TVM's runtime  -> our server (tvm_rpc);
+#   a. TVM's Python client on TVM's runtime  -> our server (tvmrt rpc-server);
 #   b. TVM's Python client on our library    -> our server;
 #   c. TVM's Python client on our library    -> TVM's Python server on TVM's runtime;
 #   t. the same through TVM's tracker (python -m tvm.exec.rpc_tracker), for a, b and c.
@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 : "${TVM_LIB_DIR:?set TVM_LIB_DIR to the directory of TVM v0.8's libtvm_runtime.so}"
 PYTHON=${PYTHON:-python3}
 OURS=${OURS_LIB_DIR:-$PWD/target/release}
-SERVER_BIN=${TVM_RPC_SERVER_BIN:-$PWD/target/release/tvm_rpc}
+SERVER_BIN=${TVMRT_BIN:-$PWD/target/tools/release/tvmrt}
 CLIENT=$PWD/tests/python/rpc_interop.py
 export TVM_FIXTURES=${TVM_FIXTURES:-$PWD/../shared/fixtures}
 tmp=$(mktemp -d)
@@ -38,7 +38,7 @@ run() { # name, client lib dir, mode, port, key
   fi
 }
 our_server() { # port key [tracker]
-  "$SERVER_BIN" server --port="$1" --port-end=$(($1 + 1)) --key="$2" ${3:+--tracker=$3} --silent >"$tmp/ours-$1.log" 2>&1 &
+  "$SERVER_BIN" rpc-server --port="$1" --port-end=$(($1 + 1)) --key="$2" ${3:+--tracker=$3} --silent >"$tmp/ours-$1.log" 2>&1 &
   pids+=($!)
 }
 tvm_server() { # lib dir, port, key [tracker]

@@ -48,5 +48,6 @@ cmake -S . -B build/pkg -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/pkg >/dev/null
 cmake --install build/pkg --prefix "$prefix" >/dev/null
 "$prefix/bin/tvmrt" --version
-"$prefix/bin/tvmrt" inspect build/demo/demo_model.so | grep -q "demo_dense_relu"
+"$prefix/bin/tvmrt" inspect build/demo/demo_model.so | grep "demo_dense_relu" >/dev/null
+"$prefix/bin/tvmrt" rpc-server --help | grep -- "--tracker" >/dev/null
 echo "tvmrt: all checks passed"

@@ -77,6 +77,7 @@ mod function;
 mod graph;
 mod module;
 mod ndarray;
+pub mod rpc;
 mod value;
 
 pub use device::{DataType, Device};
@@ -130,5 +131,8 @@ mod send_sync {
         assert_send_sync::<crate::Value>();
         assert_send_sync::<crate::Object>();
         assert_send_sync::<crate::Error>();
+        assert_send_sync::<crate::rpc::Stopper>();
+        fn assert_send<T: Send>() {}
+        assert_send::<crate::rpc::Server>();
     }
 }

@@ -20,7 +20,7 @@ fn path_str(path: &Path) -> Result<&str> {
     path.to_str().ok_or_else(|| Error::value(format!("the path {} is not valid UTF-8", path.display())))
 }
 
-fn install() -> Result<()> {
+pub(crate) fn install_slots() -> Result<()> {
     // Model libraries call back into the runtime through pointer slots the loader fills; this
     // hands the loader the addresses of the runtime's C entry points (once).
     tvm_runtime::ffi::slots::install()
@@ -36,7 +36,7 @@ impl Module {
     /// Loads a module file of a given format (`so`, or a device format such as `cl`/`ptx` with
     /// its `.tvm_meta.json` beside it).
     pub fn load_with_format(path: impl AsRef<Path>, format: &str) -> Result<Module> {
-        install()?;
+        install_slots()?;
         let path = path.as_ref();
         if !path.exists() {
             return Err(Error::value(format!("{}: no such file", path.display())));
@@ -53,14 +53,14 @@ impl Module {
 
     /// As [`Module::from_bytes`], naming the library `name` in messages.
     pub fn from_bytes_named(bytes: &[u8], name: &str) -> Result<Module> {
-        install()?;
+        install_slots()?;
         core_module::memory::load_from_bytes(bytes, name).map(Module)
     }
 
     /// The system library: the functions that objects built with `--system-lib` and linked
     /// into this program registered.
     pub fn system_lib() -> Result<Module> {
-        install()?;
+        install_slots()?;
         core_module::system_lib::system_lib().map(Module)
     }
 

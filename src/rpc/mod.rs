@@ -110,7 +110,7 @@ fn set_cloexec(fd: &std::os::fd::OwnedFd) {
 
 /// `rpc.CreatePipeClient(*cmd)`: starts `cmd` with two more arguments, the descriptors of the
 /// pipe it reads requests from and of the pipe it writes replies to (TVM's popen convention,
-/// e.g. a minrpc server or `tvm_rpc pipe`), and returns the session over them.
+/// e.g. a minrpc server or `tvmrt rpc-server --pipe`), and returns the session over them.
 pub fn create_pipe_client(cmd: &[String]) -> Result<Module> {
     use std::os::fd::AsRawFd;
     let prog = cmd.first().ok_or_else(|| Error::value("rpc.CreatePipeClient needs a command"))?;

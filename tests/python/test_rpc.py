@@ -1,10 +1,10 @@
-"""RPC over loopback through ctypes, the way TVM v0.8's Python drives it: our `tvm_rpc` server
-binary on one side, our library as the client on the other (`rpc.Connect`, remote modules,
+"""RPC over loopback through ctypes, the way TVM v0.8's Python drives it: our server
+(`tvmrt rpc-server`) on one side, our library as the client on the other (`rpc.Connect`, remote modules,
 remote arrays, `runtime.RPCTimeEvaluator`, `rpc.LocalSession`), plus a tracker, several clients
 at once, a client that disconnects in the middle of a packet, path escapes and tokens.
 
-The server binary is `TVM_RPC_SERVER_BIN`, else target/release/tvm_rpc (built by
-scripts/test-rpc.sh). The tracker is TVM's own (`tvm.rpc.tracker`) when TVM's Python package is
+The server binary is `TVMRT_BIN`, else target/tools/release/tvmrt (built by
+scripts/test-cli.sh). The tracker is TVM's own (`tvm.rpc.tracker`) when TVM's Python package is
 importable, else the minimal one below, which speaks the same protocol."""
 import ctypes
 import json
@@ -22,7 +22,7 @@ import pytest
 
 from test_ctypes_ffi import (ROOT, DLDevice, TVMError, check, fixture, get_global, lib, register)
 
-SERVER_BIN = os.environ.get("TVM_RPC_SERVER_BIN", os.path.join(ROOT, "target", "release", "tvm_rpc"))
+SERVER_BIN = os.environ.get("TVMRT_BIN", os.path.join(ROOT, "target", "tools", "release", "tvmrt"))
 RPC_MAGIC = 0xFF271
 TRACKER_MAGIC = 0x2F271
 MANIFEST = None
@@ -49,7 +49,7 @@ class ServerProc:
     def __init__(self, *args, env=None):
         need_server()
         self.work = tempfile.mkdtemp(prefix="tvm-rpc-pytest-")
-        cmd = [SERVER_BIN, "server", "--port=0", "--work-dir=" + self.work, *args]
+        cmd = [SERVER_BIN, "rpc-server", "--port=0", "--work-dir=" + self.work, *args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                      env=dict(os.environ, **(env or {})))
         line = self.proc.stdout.readline()
@@ -261,7 +261,7 @@ def test_local_session():
 def test_pipe_client():
     # rpc.CreatePipeClient(cmd...): our server at the other end of two pipes (popen convention).
     need_server()
-    r = Remote(get_global("rpc.CreatePipeClient")(SERVER_BIN, "pipe", "--silent"))
+    r = Remote(get_global("rpc.CreatePipeClient")(SERVER_BIN, "rpc-server", "--silent", "--pipe"))
     run_add_one(r)
     del r
 

@@ -11,6 +11,7 @@ mod common;
 mod fail;
 mod inspect;
 mod npy;
+mod rpc_server;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -33,6 +34,8 @@ enum Command {
     Run(run::Args),
     /// Time a model: load, executor creation, first run, latency percentiles, throughput.
     Bench(bench::Args),
+    /// Serve TVM's RPC protocol (TVM's apps/cpp_rpc): clients upload, load and run modules here.
+    RpcServer(rpc_server::Args),
 }
 
 fn main() -> ExitCode {
@@ -47,10 +50,20 @@ fn main() -> ExitCode {
         eprintln!("tvmrt: internal error: {}{at}", msg.split_whitespace().collect::<Vec<_>>().join(" "));
     }));
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::RpcServer(_)) {
+        // Output into a closed pipe (`tvmrt inspect m.so | head -1`) ends the process quietly,
+        // as it does other Unix tools (Rust ignores SIGPIPE, which makes every print fail).
+        // The server keeps ignoring it: a client going away must not end it.
+        // SAFETY: restoring a signal's default disposition before any thread is started.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     let result = std::panic::catch_unwind(|| match &cli.command {
         Command::Inspect(a) => inspect::main(a),
         Command::Run(a) => run::main(a),
         Command::Bench(a) => bench::main(a),
+        Command::RpcServer(a) => rpc_server::main(a),
     });
     match result {
         Ok(Ok(())) => ExitCode::SUCCESS,

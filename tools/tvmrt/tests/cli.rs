@@ -389,3 +389,22 @@ fn libraries_that_call_the_c_api_directly_resolve_it_from_tvmrt() {
     fails(&["run", s(&dir.join("lib.so")), "--function", "fill_halves", "int:3"], 1, "fill_halves expects one tensor");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn output_into_a_closed_pipe_ends_quietly() {
+    // `tvmrt inspect m.so | head -1`: the reader goes away early; tvmrt must end
+    // without an error message (as Unix tools do, by SIGPIPE), not report an internal error.
+    let Some((dir, _)) = fixtures() else { return };
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tvmrt"))
+        .args(["inspect", s(&dir.join("resnet18.so"))])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run tvmrt");
+    // Close the reading end before tvmrt prints (loading takes tens of milliseconds).
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.stderr.is_empty(), "stderr: {}", text(&out.stderr));
+    use std::os::unix::process::ExitStatusExt;
+    assert!(out.status.success() || out.status.signal() == Some(13), "{:?}", out.status);
+}
