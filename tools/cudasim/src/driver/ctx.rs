@@ -148,9 +148,8 @@ pub unsafe extern "C" fn cuCtxSetCurrent(ctx: *mut c_void) -> CUresult {
         STACK.with(|s| {
             let mut s = s.borrow_mut();
             s.pop();
-            s.push(ctx as usize);
-        });
-        Ok(())
+            s.push(ctx as usize)
+        })
     })
 }
 
@@ -162,7 +161,7 @@ pub unsafe extern "C" fn cuCtxSetCurrent(ctx: *mut c_void) -> CUresult {
 pub unsafe extern "C" fn cuCtxGetCurrent(ctx: *mut *mut c_void) -> CUresult {
     run(|| {
         sim()?;
-        let top = STACK.with(|s| s.borrow().last().copied()).unwrap_or(0);
+        let top = STACK.with(|s| s.borrow().top()).unwrap_or(0);
         // SAFETY: per the contract.
         unsafe { out(ctx, top as *mut c_void) }
     })
@@ -176,8 +175,7 @@ pub unsafe extern "C" fn cuCtxGetCurrent(ctx: *mut *mut c_void) -> CUresult {
 pub unsafe extern "C" fn cuCtxPushCurrent_v2(ctx: *mut c_void) -> CUresult {
     run(|| {
         device_of(ctx)?;
-        STACK.with(|s| s.borrow_mut().push(ctx as usize));
-        Ok(())
+        STACK.with(|s| s.borrow_mut().push(ctx as usize))
     })
 }
 

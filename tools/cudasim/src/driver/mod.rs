@@ -273,16 +273,43 @@ impl Sim {
     }
 }
 
+/// A thread's context stack. It needs no destructor, so it stays usable while other
+/// thread-local destructors run at thread exit (freeing memory through the driver then works,
+/// as with a real driver).
+pub struct CtxStack {
+    items: [usize; 32],
+    len: usize,
+}
+
+impl CtxStack {
+    /// The top.
+    pub fn top(&self) -> Option<usize> {
+        self.len.checked_sub(1).map(|i| self.items[i])
+    }
+    /// Pops the top.
+    pub fn pop(&mut self) -> Option<usize> {
+        let t = self.top()?;
+        self.len -= 1;
+        Some(t)
+    }
+    /// Pushes (`CUDA_ERROR_INVALID_VALUE` beyond 32 levels).
+    pub fn push(&mut self, c: usize) -> Result<(), CUresult> {
+        *self.items.get_mut(self.len).ok_or(CUDA_ERROR_INVALID_VALUE)? = c;
+        self.len += 1;
+        Ok(())
+    }
+}
+
 thread_local! {
     /// This thread's context stack (handles).
-    static STACK: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+    static STACK: RefCell<CtxStack> = const { RefCell::new(CtxStack { items: [0; 32], len: 0 }) };
 }
 
 /// The device of the calling thread's current context, checked: a context must be current,
 /// active, and free of a sticky error.
 pub fn current() -> Result<(&'static Sim, usize), CUresult> {
     let s = sim()?;
-    let top = STACK.with(|st| st.borrow().last().copied()).ok_or(CUDA_ERROR_INVALID_CONTEXT)?;
+    let top = STACK.with(|st| st.borrow().top()).ok_or(CUDA_ERROR_INVALID_CONTEXT)?;
     let d = top.wrapping_sub(CTX_BASE);
     let dev = s.devices.get(d).ok_or(CUDA_ERROR_INVALID_CONTEXT)?;
     let st = lock(&dev.state);
