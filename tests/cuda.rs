@@ -468,7 +468,9 @@ fn gpu_out_of_bounds_kernel_is_a_clear_error() {
     if simulated() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(
-            err.contains("CUDA_ERROR_ILLEGAL_ADDRESS") && err.contains("vadd_kernel0") && err.contains("outside any allocation"),
+            err.contains("CUDA_ERROR_ILLEGAL_ADDRESS")
+                && err.contains("vadd_kernel0")
+                && err.contains("outside any allocation"),
             "the simulator names the kernel, thread and address: {err}"
         );
     }

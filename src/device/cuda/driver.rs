@@ -74,7 +74,10 @@ fn load_named(path: &str) -> std::result::Result<&'static libloading::Library, S
     use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_NOW};
     // SAFETY: loading a driver library runs its initialisers, which have no preconditions.
     let lib = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_GLOBAL) }.map_err(|e| {
-        format!("CUDA driver library {path} (TVM_CUDA_LIBRARY) could not be loaded ({})", crate::error::source_chain(&e))
+        format!(
+            "CUDA driver library {path} (TVM_CUDA_LIBRARY) could not be loaded ({})",
+            crate::error::source_chain(&e)
+        )
     })?;
     Ok(NAMED.get_or_init(|| lib.into()))
 }

@@ -182,7 +182,10 @@ impl PinnedMemory {
 
     /// Whether `[p, p + len)` lies inside one pinned allocation.
     pub fn contains(&self, p: usize, len: usize) -> bool {
-        self.allocs.range(..=p).next_back().is_some_and(|(&s, a)| (p - s).checked_add(len).is_some_and(|e| e <= a.layout.size()))
+        self.allocs
+            .range(..=p)
+            .next_back()
+            .is_some_and(|(&s, a)| (p - s).checked_add(len).is_some_and(|e| e <= a.layout.size()))
     }
 
     /// Start and size of the pinned allocation holding `p`.

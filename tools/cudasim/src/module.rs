@@ -39,7 +39,10 @@ fn fail(code: i32, log: impl Into<String>) -> LoadError {
 pub fn load(image: &[u8], sm: u32, mem: &mut DeviceMemory, win: Windows) -> Result<Module, LoadError> {
     use crate::driver::errors::*;
     if image.starts_with(b"\x7fELF") {
-        return Err(fail(CUDA_ERROR_NO_BINARY_FOR_GPU, "cudasim: cubin (ELF) images hold machine code it cannot run; load PTX"));
+        return Err(fail(
+            CUDA_ERROR_NO_BINARY_FOR_GPU,
+            "cudasim: cubin (ELF) images hold machine code it cannot run; load PTX",
+        ));
     }
     if image.starts_with(&[0x50, 0xED, 0x55, 0xBA]) || image.starts_with(&[0x46, 0x62, 0x43, 0xA1]) {
         return Err(fail(CUDA_ERROR_NO_BINARY_FOR_GPU, "cudasim: fatbin images are not supported; load PTX"));
@@ -75,10 +78,7 @@ pub fn load(image: &[u8], sm: u32, mem: &mut DeviceMemory, win: Windows) -> Resu
         let e = PtxError {
             kind: PtxErrorKind::Target,
             line: 0,
-            msg: format!(
-                "SM version specified by .target (sm_{}) is higher than the device's (sm_{sm})",
-                ast.target
-            ),
+            msg: format!("SM version specified by .target (sm_{}) is higher than the device's (sm_{sm})", ast.target),
         };
         return Err(ptx_err(e));
     }

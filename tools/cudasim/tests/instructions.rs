@@ -61,7 +61,10 @@ fn integer_arithmetic() {
         mul.hi.u64 %rd7, %rd4, 4;        // 3
         div.u32 %r20, %r1, 0;            // by zero: all ones (cudasim's choice)
     ";
-    let regs32 = ["%r3", "%r4", "%r5", "%r6", "%r7", "%r8", "%r9", "%r10", "%r11", "%r12", "%r13", "%r14", "%r15", "%r16", "%r17", "%r18", "%r19", "%r20"];
+    let regs32 = [
+        "%r3", "%r4", "%r5", "%r6", "%r7", "%r8", "%r9", "%r10", "%r11", "%r12", "%r13", "%r14", "%r15", "%r16",
+        "%r17", "%r18", "%r19", "%r20",
+    ];
     let o = one(&format!("{body}{}", st32(&regs32)), regs32.len());
     let want: [i64; 18] = [4, -10, -21, 15, -1, 46, -1, -1, 2147483646, 3, -7, -3, 7, 7, 2147483647, 3, 103, -1];
     for (k, (&got, &w)) in o.iter().zip(&want).enumerate() {
@@ -129,8 +132,30 @@ fn bit_operations() {
     let refs: Vec<&str> = regs.iter().map(String::as_str).collect();
     let o = one(&format!("{body}{}", st32(&refs)), refs.len());
     let want: [u32; 24] = [
-        0xF000, 0xFFF0, 0x0FF0, 0xFFFF_0F0F, 1, 0xF_0F00, 0, 1, u32::MAX, 8, 16, 0x8000_0000, 15, 16, 0xBC,
-        0xFFFF_FFF8, 0xF00, 0x2211_6655, 0xF0F0 ^ 0xFF00 ^ 0xAAAA, 3, 5, 64, 63, 20,
+        0xF000,
+        0xFFF0,
+        0x0FF0,
+        0xFFFF_0F0F,
+        1,
+        0xF_0F00,
+        0,
+        1,
+        u32::MAX,
+        8,
+        16,
+        0x8000_0000,
+        15,
+        16,
+        0xBC,
+        0xFFFF_FFF8,
+        0xF00,
+        0x2211_6655,
+        0xF0F0 ^ 0xFF00 ^ 0xAAAA,
+        3,
+        5,
+        64,
+        63,
+        20,
     ];
     for (k, (&got, &w)) in o.iter().zip(&want).enumerate() {
         assert_eq!(got, u64::from(w), "{}", refs[k]);
@@ -217,9 +242,33 @@ fn float_arithmetic_and_rounding() {
     let f = f32s(&o);
     let third = 1.0f32 / 3.0;
     let want = [
-        4.0, -2.0, 9.0, 10.0, third, f32::from_bits(third.to_bits() - 1), 2.0, 2.0, 0.25, 3.0, 4.0, 0.5, 8.0, 3.0,
-        2.0, -1.0, -2.0, 1.0, 1.0, 1.0, f32::from_bits(1.0f32.to_bits() + 1), 0.0, f32::from_bits(0x0040_0000), -3.0,
-        0.0, 1.0, 1.0,
+        4.0,
+        -2.0,
+        9.0,
+        10.0,
+        third,
+        f32::from_bits(third.to_bits() - 1),
+        2.0,
+        2.0,
+        0.25,
+        3.0,
+        4.0,
+        0.5,
+        8.0,
+        3.0,
+        2.0,
+        -1.0,
+        -2.0,
+        1.0,
+        1.0,
+        1.0,
+        f32::from_bits(1.0f32.to_bits() + 1),
+        0.0,
+        f32::from_bits(0x0040_0000),
+        -3.0,
+        0.0,
+        1.0,
+        1.0,
     ];
     for (k, w) in want.iter().enumerate() {
         assert_eq!(f[k].to_bits(), w.to_bits(), "{}: {} vs {w}", refs[k], f[k]);
@@ -238,7 +287,10 @@ fn float_arithmetic_and_rounding() {
         setp.nan.f32 %p8, %f1, 0f7FC00000;
         selp.u32 %r5, 1, 0, %p5; selp.u32 %r6, 1, 0, %p6; selp.u32 %r7, 1, 0, %p7; selp.u32 %r8, 1, 0, %p8;
     ";
-    let o = one(&format!("mov.f32 %f1, 0f3F800000;\n{body}{}", st32(&["%r1", "%r2", "%r3", "%r4", "%r5", "%r6", "%r7", "%r8"])), 8);
+    let o = one(
+        &format!("mov.f32 %f1, 0f3F800000;\n{body}{}", st32(&["%r1", "%r2", "%r3", "%r4", "%r5", "%r6", "%r7", "%r8"])),
+        8,
+    );
     assert_eq!(o, [0, 1, 1, 0, 1, 0, 1, 1]);
 }
 
@@ -430,25 +482,8 @@ fn memory_spaces() {
     };
     ok(r);
     let o: Vec<u32> = out.read(17);
-    let want = [
-        254,
-        -2i32 as u32,
-        -32767i32 as u32,
-        5,
-        6,
-        7,
-        8,
-        10,
-        30,
-        2.0f32.to_bits(),
-        1234,
-        77,
-        99,
-        1,
-        0,
-        0,
-        0xAABB_CCFF,
-    ];
+    let want =
+        [254, -2i32 as u32, -32767i32 as u32, 5, 6, 7, 8, 10, 30, 2.0f32.to_bits(), 1234, 77, 99, 1, 0, 0, 0xAABB_CCFF];
     assert_eq!(o, want);
 }
 

@@ -50,7 +50,7 @@ pub fn attribute(attr: c_int, sm: u32, sm_count: u32, ordinal: usize) -> Option<
         95 | 96 => 0,               // COOPERATIVE_LAUNCH (not simulated)
         97 => 48 * 1024,            // MAX_SHARED_MEMORY_PER_BLOCK_OPTIN (no opt-in beyond 48 KiB)
         106 => 32,                  // MAX_BLOCKS_PER_MULTIPROCESSOR
-        1..=150 => 0,
+        21..=150 => 0,
         _ => return None,
     })
 }
@@ -186,4 +186,3 @@ pub unsafe extern "C" fn cuDeviceCanAccessPeer(can: *mut c_int, d: c_int, peer: 
         unsafe { out(can, 0) }
     })
 }
-

@@ -107,7 +107,8 @@ pub unsafe extern "C" fn cuModuleLoadDataEx(
         // bytes written are reported back).
         let n = n as usize;
         // SAFETY: `n` entries each (the contract).
-        let (opts, vals) = unsafe { (std::slice::from_raw_parts(options, n), std::slice::from_raw_parts_mut(values, n)) };
+        let (opts, vals) =
+            unsafe { (std::slice::from_raw_parts(options, n), std::slice::from_raw_parts_mut(values, n)) };
         for (buf_opt, size_opt, text) in [(5, 6, log.as_str()), (3, 4, "")] {
             let buf = opts.iter().position(|&o| o == buf_opt);
             let size = opts.iter().position(|&o| o == size_opt);
@@ -315,7 +316,11 @@ pub unsafe extern "C" fn cuFuncSetCacheConfig(f: *mut c_void, _config: c_int) ->
 ///
 /// # Safety
 /// As for `cuLaunchKernel`.
-unsafe fn params(k: &crate::ptx::ir::Kernel, kp: *mut *mut c_void, extra: *mut *mut c_void) -> Result<Vec<u8>, CUresult> {
+unsafe fn params(
+    k: &crate::ptx::ir::Kernel,
+    kp: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) -> Result<Vec<u8>, CUresult> {
     let mut buf = vec![0u8; k.param_size as usize];
     if !kp.is_null() {
         for (i, &(off, size)) in k.params.iter().enumerate() {
@@ -352,8 +357,8 @@ unsafe fn params(k: &crate::ptx::ir::Kernel, kp: *mut *mut c_void, extra: *mut *
         }
         match size {
             Some(n) if !ptr.is_null() && n >= buf.len() => {
-                // SAFETY: the buffer holds `n` bytes (the contract).
                 let len = buf.len();
+                // SAFETY: the buffer holds `n >= len` bytes (the contract).
                 buf.copy_from_slice(unsafe { std::slice::from_raw_parts(ptr, len) });
                 return Ok(buf);
             }

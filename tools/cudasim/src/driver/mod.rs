@@ -242,7 +242,13 @@ fn create() -> Result<Sim, CUresult> {
             }
         })
         .collect();
-    Ok(Sim { cfg, windows, devices, pinned: Mutex::new(PinnedMemory::default()), handles: Mutex::new(Handles::default()) })
+    Ok(Sim {
+        cfg,
+        windows,
+        devices,
+        pinned: Mutex::new(PinnedMemory::default()),
+        handles: Mutex::new(Handles::default()),
+    })
 }
 
 /// The initialised simulator.
@@ -407,4 +413,3 @@ pub unsafe extern "C" fn cuGetErrorString(e: CUresult, p: *mut *const std::ffi::
         }
     })
 }
-

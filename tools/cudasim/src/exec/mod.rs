@@ -95,7 +95,8 @@ pub(crate) struct Block {
 /// Runs `k` over the grid of `cfg`.
 pub fn launch(k: &Kernel, cfg: &LaunchCfg<'_>, env: &mut Env<'_, '_>) -> Result<(), Fault> {
     let sm_count = env.sm_count.max(1);
-    let mut x = Exec { k, cfg, global: &mut *env.global, win: env.windows, steps: 0, max_steps: env.max_steps, sm_count };
+    let mut x =
+        Exec { k, cfg, global: &mut *env.global, win: env.windows, steps: 0, max_steps: env.max_steps, sm_count };
     x.grid()
 }
 
@@ -123,7 +124,7 @@ impl Exec<'_, '_, '_> {
         let threads = u64::from(self.threads());
         let shared = self.shared_bytes() as u64;
         let per_sm_threads = 2048 / (nwarps * 32).max(1);
-        let per_sm_shared = if shared == 0 { u64::MAX } else { (96 * 1024) / shared };
+        let per_sm_shared = (96 * 1024u64).checked_div(shared).unwrap_or(u64::MAX);
         let per_sm = per_sm_threads.min(per_sm_shared).clamp(1, 32);
         let bytes = nwarps * (u64::from(self.k.nregs) * 32 * 8 + u64::from(self.k.local_size) * 32) + shared + threads;
         (per_sm * u64::from(self.sm_count)).min((RESIDENT_BYTES / bytes.max(1)).max(1))
@@ -181,7 +182,14 @@ impl Exec<'_, '_, '_> {
         let nregs = self.k.nregs as usize * 32;
         let local = self.k.local_size as usize * 32;
         while b.warps.len() < nwarps {
-            b.warps.push(Warp { regs: vec![0; nregs], pc: [0; 32], alive: 0, waiting: 0, local: vec![0; local], index: 0 });
+            b.warps.push(Warp {
+                regs: vec![0; nregs],
+                pc: [0; 32],
+                alive: 0,
+                waiting: 0,
+                local: vec![0; local],
+                index: 0,
+            });
         }
         for (wi, w) in b.warps.iter_mut().enumerate() {
             w.regs.resize(nregs, 0);

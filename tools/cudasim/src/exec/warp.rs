@@ -113,7 +113,15 @@ impl Exec<'_, '_, '_> {
         }
     }
 
-    fn write(&mut self, space: Space, addr: u64, size: usize, v: u64, shared: &mut [u8], local: &mut [u8]) -> Result<(), Bad> {
+    fn write(
+        &mut self,
+        space: Space,
+        addr: u64,
+        size: usize,
+        v: u64,
+        shared: &mut [u8],
+        local: &mut [u8],
+    ) -> Result<(), Bad> {
         if addr % size as u64 != 0 {
             return Err((FaultKind::Misaligned, format!("writes {size} bytes at misaligned address {addr:#x}")));
         }
@@ -142,7 +150,13 @@ impl Exec<'_, '_, '_> {
 
     /// Runs warp `w` for at most `budget` warp-instructions: true when no lane can run (all
     /// exited or waiting at a barrier), false when the budget ran out.
-    pub(crate) fn run_warp(&mut self, w: &mut Warp, shared: &mut [u8], ctaid: [u32; 3], budget: u64) -> Result<bool, Fault> {
+    pub(crate) fn run_warp(
+        &mut self,
+        w: &mut Warp,
+        shared: &mut [u8],
+        ctaid: [u32; 3],
+        budget: u64,
+    ) -> Result<bool, Fault> {
         let k = self.k;
         let mut left = budget;
         'group: loop {
@@ -355,11 +369,12 @@ impl Exec<'_, '_, '_> {
             Op::Isspacep { p, a, space } => {
                 for l in Lanes(eff) {
                     let v = w.regs[at(*a, l)];
-                    let is = match (self.locate(Space::Generic, v), space) {
-                        (Loc::Shared(_), Space::Shared) | (Loc::Local(_), Space::Local) => true,
-                        (Loc::Global(_), Space::Global) => true,
-                        _ => false,
-                    };
+                    let is = matches!(
+                        (self.locate(Space::Generic, v), space),
+                        (Loc::Shared(_), Space::Shared)
+                            | (Loc::Local(_), Space::Local)
+                            | (Loc::Global(_), Space::Global)
+                    );
                     w.regs[at(*p, l)] = u64::from(is);
                 }
             }
@@ -375,7 +390,9 @@ impl Exec<'_, '_, '_> {
                     }
                 }
             }
-            Op::Shfl { mode, d, p, a, b, c, member } => self.shfl(inst, eff, w, ctaid, (*mode, *d, *p, *a, *b, *c, *member))?,
+            Op::Shfl { mode, d, p, a, b, c, member } => {
+                self.shfl(inst, eff, w, ctaid, (*mode, *d, *p, *a, *b, *c, *member))?
+            }
             Op::Vote { mode, d, a, neg, member } => {
                 if let Some(m) = member {
                     self.check_converged(inst, eff, w, ctaid, *m)?;

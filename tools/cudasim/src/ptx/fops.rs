@@ -187,7 +187,7 @@ fn ftz16(x: f32) -> f32 {
 }
 
 fn sat(x: f64) -> f64 {
-    if !(x > 0.0) {
+    if x.is_nan() || x <= 0.0 {
         0.0
     } else if x > 1.0 {
         1.0
@@ -313,7 +313,11 @@ fn bin32(op: FBin, a: f32, b: f32, m: Rnd) -> f32 {
         FBin::Mul => round32(a64 * b64, 0.0, m),
         FBin::Div => {
             let q = a64 / b64;
-            let r = if q.is_finite() && b64.is_finite() && b64 != 0.0 { (-q).mul_add(b64, a64) * b64.signum() } else { 0.0 };
+            let r = if q.is_finite() && b64.is_finite() && b64 != 0.0 {
+                (-q).mul_add(b64, a64) * b64.signum()
+            } else {
+                0.0
+            };
             round32(q, r, m)
         }
         _ => minmax_or_copysign32(op, a, b),
@@ -513,10 +517,10 @@ pub fn cmp(op: &str, ty: Ty, ftz: bool) -> Option<Cmp> {
         "ge" => |a, b| a >= b,
         "equ" => |a, b| a == b || a.is_nan() || b.is_nan(),
         "neu" => |a, b| a != b,
-        "ltu" => |a, b| !(a >= b),
-        "leu" => |a, b| !(a > b),
-        "gtu" => |a, b| !(a <= b),
-        "geu" => |a, b| !(a < b),
+        "ltu" => |a, b| a < b || a.is_nan() || b.is_nan(),
+        "leu" => |a, b| a <= b || a.is_nan() || b.is_nan(),
+        "gtu" => |a, b| a > b || a.is_nan() || b.is_nan(),
+        "geu" => |a, b| a >= b || a.is_nan() || b.is_nan(),
         "num" => |a, b| !a.is_nan() && !b.is_nan(),
         "nan" => |a, b| a.is_nan() || b.is_nan(),
         _ => return None,
@@ -732,7 +736,10 @@ mod tests {
         // 2/3 rounds down to nearest (0x3F2AAAAB... is above, 0x3F2AAAAA below): rp goes up.
         let two_thirds = 2.0f32 / 3.0;
         let up = div(Rnd::P)(b32(2.0), b32(3.0));
-        assert!(f64::from(f32::from_bits(up as u32)) > 2.0 / 3.0 && f64::from(two_thirds) <= f64::from(f32::from_bits(up as u32)));
+        assert!(
+            f64::from(f32::from_bits(up as u32)) > 2.0 / 3.0
+                && f64::from(two_thirds) <= f64::from(f32::from_bits(up as u32))
+        );
         // Overflow: rz stays finite.
         assert_eq!(bin(FBin::Mul, Ty::F32, Rnd::Z, false, false)(b32(f32::MAX), b32(2.0)), b32(f32::MAX));
         assert_eq!(bin(FBin::Mul, Ty::F32, Rnd::N, false, false)(b32(f32::MAX), b32(2.0)), b32(f32::INFINITY));

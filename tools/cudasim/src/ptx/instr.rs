@@ -9,6 +9,84 @@ use super::ops::{self, Half};
 use super::parse::{Instr, Lit, Operand};
 use super::{mask, Ty};
 
+/// Whether `name` is an instruction the simulator implements (in some form).
+pub(crate) fn is_known(name: &str) -> bool {
+    const KNOWN: &[&str] = &[
+        "mov",
+        "add",
+        "sub",
+        "mul",
+        "mad",
+        "fma",
+        "div",
+        "rem",
+        "min",
+        "max",
+        "copysign",
+        "abs",
+        "neg",
+        "sqrt",
+        "rsqrt",
+        "rcp",
+        "sin",
+        "cos",
+        "lg2",
+        "ex2",
+        "tanh",
+        "mul24",
+        "mad24",
+        "sad",
+        "popc",
+        "clz",
+        "brev",
+        "bfind",
+        "bfe",
+        "bfi",
+        "cnot",
+        "not",
+        "and",
+        "or",
+        "xor",
+        "shl",
+        "shr",
+        "lop3",
+        "shf",
+        "prmt",
+        "dp4a",
+        "dp2a",
+        "testp",
+        "setp",
+        "set",
+        "selp",
+        "slct",
+        "cvt",
+        "cvta",
+        "isspacep",
+        "ld",
+        "ldu",
+        "st",
+        "atom",
+        "red",
+        "prefetch",
+        "prefetchu",
+        "bra",
+        "ret",
+        "exit",
+        "trap",
+        "call",
+        "bar",
+        "barrier",
+        "membar",
+        "fence",
+        "nanosleep",
+        "pmevent",
+        "shfl",
+        "vote",
+        "activemask",
+    ];
+    KNOWN.contains(&name)
+}
+
 /// The modifiers of an opcode, consumed by its handler.
 struct Mods<'s> {
     words: Vec<&'s str>,
@@ -246,7 +324,8 @@ impl<'a> Lower<'a> {
             }
             (d, Operand::Name(n)) if n.starts_with("%clock") || n.starts_with("%globaltimer") => {
                 let d = self.dst(d, ty, Fit::Exact)?;
-                let dmask = if n == "%clock" || n.ends_with("_lo") || n.ends_with("_hi") { 0xFFFF_FFFF } else { u64::MAX };
+                let dmask =
+                    if n == "%clock" || n.ends_with("_lo") || n.ends_with("_hi") { 0xFFFF_FFFF } else { u64::MAX };
                 self.emit(guard, Op::Clock { d, dmask });
             }
             (d, a) => {
@@ -436,7 +515,11 @@ impl<'a> Lower<'a> {
             let a = self.src(&ops[1], Ty::B32, Fit::Exact)?;
             let b = self.src(&ops[2], Ty::B32, Fit::Exact)?;
             let c = self.src(&ops[3], at, Fit::Exact)?;
-            let f = if name == "dp4a" { ops::dp4a(at.signed(), bt.signed()) } else { ops::dp2a(hi, at.signed(), bt.signed()) };
+            let f = if name == "dp4a" {
+                ops::dp4a(at.signed(), bt.signed())
+            } else {
+                ops::dp2a(hi, at.signed(), bt.signed())
+            };
             self.emit(guard, Op::A3 { d, a, b, c, f });
             return Ok(());
         }
@@ -513,7 +596,13 @@ impl<'a> Lower<'a> {
             }
             "sad" | "bfe" | "shf" | "prmt" => {
                 self.want(ops, 4)?;
-                let (bt, ct) = if name == "bfe" { (u32t, u32t) } else if name == "shf" { (ty, u32t) } else { (ty, ty) };
+                let (bt, ct) = if name == "bfe" {
+                    (u32t, u32t)
+                } else if name == "shf" {
+                    (ty, u32t)
+                } else {
+                    (ty, ty)
+                };
                 let f = match name {
                     "sad" => ops::sad(ty),
                     "bfe" => ops::bfe(ty),
@@ -579,8 +668,10 @@ impl<'a> Lower<'a> {
             self.emit(guard, Op::Selp { d, a, b, c: p });
             return Ok(());
         }
-        const CMPS: &[&str] =
-            &["eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs", "equ", "neu", "ltu", "leu", "gtu", "geu", "num", "nan"];
+        const CMPS: &[&str] = &[
+            "eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs", "equ", "neu", "ltu", "leu", "gtu", "geu",
+            "num", "nan",
+        ];
         let cmp = m.take_any(CMPS).map_or_else(|| self.err("needs a comparison"), Ok)?;
         let bop = m.take_any(&["and", "or", "xor"]).map(|b| match b {
             "and" => BoolOp::And,
@@ -654,7 +745,8 @@ impl<'a> Lower<'a> {
     }
 
     fn space(&self, m: &mut Mods<'_>) -> Space {
-        match m.take_any(&["global", "const", "shared", "shared::cta", "local", "param", "param::entry", "param::func"]) {
+        match m.take_any(&["global", "const", "shared", "shared::cta", "local", "param", "param::entry", "param::func"])
+        {
             Some("global") | Some("const") => Space::Global,
             Some("shared") | Some("shared::cta") => Space::Shared,
             Some("local") => Space::Local,
@@ -766,7 +858,8 @@ impl<'a> Lower<'a> {
                 width = Some(w);
             }
             let dmask = mask(u32::from(width.unwrap_or(64)));
-            let op = Op::Ld { space, d: regs, n: n as u8, size: ty.bytes() as u8, signed: ty.signed(), dmask, addr, off };
+            let op =
+                Op::Ld { space, d: regs, n: n as u8, size: ty.bytes() as u8, signed: ty.signed(), dmask, addr, off };
             self.emit(guard, op);
         }
         Ok(())

@@ -243,7 +243,15 @@ mod tests {
             ]
         );
         assert_eq!(toks("0f3F800000 0d3FF0000000000000 0x10 010 7U 1.5 2e3"), {
-            vec![Tok::F32(0x3F80_0000), Tok::F64(1.0), Tok::Int(16), Tok::Int(8), Tok::Int(7), Tok::F64(1.5), Tok::F64(2000.0)]
+            vec![
+                Tok::F32(0x3F80_0000),
+                Tok::F64(1.0),
+                Tok::Int(16),
+                Tok::Int(8),
+                Tok::Int(7),
+                Tok::F64(1.5),
+                Tok::F64(2000.0),
+            ]
         });
         assert_eq!(toks(".reg .b32 %r<5>;").len(), 7);
         assert_eq!(toks("/* a\n b */ .loc 1 2 3\n.file 1 \"x.cu\"\nret;"), vec![Tok::Ident("ret".into()), Tok::P(';')]);

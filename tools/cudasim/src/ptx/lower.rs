@@ -139,7 +139,10 @@ pub fn lower_kernel(ast: &Ast, f: &FuncDecl, globals: &super::ir::Globals, win: 
         l.const_list.push((r, v));
     }
     if l.shared_size > 48 * 1024 {
-        return Err(PtxError::invalid(f.line, format!("{} bytes of static shared memory (at most 49152)", l.shared_size)));
+        return Err(PtxError::invalid(
+            f.line,
+            format!("{} bytes of static shared memory (at most 49152)", l.shared_size),
+        ));
     }
     if l.local_size > 512 * 1024 {
         return Err(PtxError::invalid(f.line, format!("{} bytes of local memory per thread", l.local_size)));

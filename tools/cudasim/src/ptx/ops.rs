@@ -403,7 +403,7 @@ mod tests {
         assert_eq!(shift(false, Ty::S32)(0x8000_0000, 40), M32);
         assert_eq!(shift(false, Ty::U32)(0x8000_0000, 31), 1);
         // lop3 with the table of (a & b) ^ c.
-        let lut = ((0xF0u8 & 0xCC) ^ 0xAA) as u8;
+        let lut = (0xF0u8 & 0xCC) ^ 0xAA;
         assert_eq!(lop3(lut)(0b1100, 0b1010, 0b0110), (0b1100 & 0b1010) ^ 0b0110);
         assert_eq!(shf(true, false)(0x8000_0000, 1, 1), 3);
         assert_eq!(shf(false, true)(0, 1, 40), 1);

@@ -603,14 +603,26 @@ impl<'a> Parser<'a> {
         };
         let opcode = self.ident()?;
         let mut operands = Vec::new();
-        if !self.eat_p(';') {
-            loop {
-                operands.push(self.operand()?);
-                if self.eat_p(';') {
-                    break;
+        let parsed = (|| -> R<()> {
+            if !self.eat_p(';') {
+                loop {
+                    operands.push(self.operand()?);
+                    if self.eat_p(';') {
+                        break;
+                    }
+                    self.expect_p(',')?;
                 }
-                self.expect_p(',')?;
             }
+            Ok(())
+        })();
+        // Operand forms of instructions outside the subset (textures, ...): name the instruction.
+        if let Err(e) = parsed {
+            let base = opcode.split('.').next().unwrap_or("");
+            return Err(if super::instr::is_known(base) {
+                e
+            } else {
+                PtxError::unsupported(line, format!("instruction `{opcode}`"))
+            });
         }
         Ok(Instr { guard, opcode, operands, line })
     }
@@ -705,7 +717,8 @@ LBB0_2:
         assert!(k.entry && k.maxntid == Some([64, 1, 1]));
         assert_eq!(k.params[1].size(), 16);
         let body = k.body.as_ref().unwrap();
-        let instrs: Vec<&Instr> = body.iter().filter_map(|s| if let Stmt::Instr(i) = s { Some(i) } else { None }).collect();
+        let instrs: Vec<&Instr> =
+            body.iter().filter_map(|s| if let Stmt::Instr(i) = s { Some(i) } else { None }).collect();
         assert_eq!(instrs[0].guard, Some(("%p1".into(), true)));
         assert_eq!(instrs[1].operands[0], Operand::Pair("%p1".into(), "%p2".into()));
         assert_eq!(instrs[1].operands[2], Operand::Imm(Lit::Int(3u64.wrapping_neg())));

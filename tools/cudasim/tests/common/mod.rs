@@ -8,7 +8,6 @@ use cudasim::driver::*;
 use std::ffi::{c_void, CString};
 use std::sync::Once;
 
-
 /// Panics with the result's name unless it is `CUDA_SUCCESS`.
 #[track_caller]
 pub fn ok(r: CUresult) {
@@ -52,9 +51,7 @@ pub fn try_load(ptx: &str) -> Result<Module, (CUresult, String)> {
     let mut opts = [5i32, 6];
     let mut vals = [log.as_mut_ptr().cast::<c_void>(), log.len() as *mut c_void];
     // SAFETY: valid pointers; two options with their values.
-    let r = unsafe {
-        cuModuleLoadDataEx(&mut m, text.as_ptr().cast(), 2, opts.as_mut_ptr(), vals.as_mut_ptr())
-    };
+    let r = unsafe { cuModuleLoadDataEx(&mut m, text.as_ptr().cast(), 2, opts.as_mut_ptr(), vals.as_mut_ptr()) };
     if r == CUDA_SUCCESS {
         Ok(Module(m))
     } else {
