@@ -50,7 +50,19 @@ fn time(f: *mut c_void, grid: u32, block: u32, args: &[u64], reps: usize) -> f64
             for _ in 0..reps {
                 // SAFETY: one pointer per parameter (8-byte slots).
                 ok(unsafe {
-                    cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, std::ptr::null_mut(), ptrs.as_mut_ptr(), std::ptr::null_mut())
+                    cuLaunchKernel(
+                        f,
+                        grid,
+                        1,
+                        1,
+                        block,
+                        1,
+                        1,
+                        0,
+                        std::ptr::null_mut(),
+                        ptrs.as_mut_ptr(),
+                        std::ptr::null_mut(),
+                    )
                 });
                 // SAFETY: no preconditions.
                 ok(unsafe { cuCtxSynchronize() });

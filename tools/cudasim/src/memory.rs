@@ -83,7 +83,10 @@ impl DeviceMemory {
             }
         }
         let (start, idx) = found?;
-        let data = vec![POISON; usize::try_from(n).ok()?];
+        // Out of host memory is out of device memory, not an abort.
+        let mut data = Vec::new();
+        data.try_reserve_exact(usize::try_from(n).ok()?).ok()?;
+        data.resize(n as usize, POISON);
         self.allocs.insert(idx, Alloc { start, data, module });
         self.used += n;
         self.cursor = start + n;

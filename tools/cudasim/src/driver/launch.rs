@@ -422,6 +422,10 @@ pub unsafe extern "C" fn cuLaunchKernel(
         if shared > max_dyn || u64::from(kernel.dyn_offset) + u64::from(shared) > 48 * 1024 {
             return Err(CUDA_ERROR_INVALID_VALUE);
         }
+        // The simulator's own limit on a block's registers and local memory (host memory).
+        if (u64::from(kernel.nregs) * 8 + u64::from(kernel.local_size)) * threads.next_multiple_of(32) > 1 << 30 {
+            return Err(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES);
+        }
         // SAFETY: per the contract.
         let params = unsafe { params(&kernel, kernel_params, extra)? };
         let w = Work::Launch { kernel, grid: [gx, gy, gz], block: [bx, by, bz], dyn_smem: shared, params };

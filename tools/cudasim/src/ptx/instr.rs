@@ -209,6 +209,9 @@ impl<'a> Lower<'a> {
 
     /// Lowers one instruction.
     pub(crate) fn instr(&mut self, i: &Instr) -> R<()> {
+        if self.too_big {
+            return self.unsupported("a kernel this large after inlining");
+        }
         let parts: Vec<&str> = i.opcode.split('.').collect();
         let name = parts[0];
         let mut m = Mods::new(&parts[1..]);
@@ -287,6 +290,11 @@ impl<'a> Lower<'a> {
         let ty = self.one_type(&m.types())?;
         self.want(ops, 2)?;
         match (&ops[0], &ops[1]) {
+            (Operand::Vector(ds), _) | (_, Operand::Vector(ds))
+                if !matches!(ds.len(), 2 | 4) || ty.bits() / (ds.len() as u32) < 8 =>
+            {
+                return self.err("packs and unpacks 2 or 4 elements of 8 bits or more");
+            }
             (Operand::Vector(ds), src) => {
                 let w = ty.bits() / ds.len() as u32;
                 let a = self.src(src, ty, Fit::Exact)?;

@@ -41,6 +41,29 @@ pub enum Sym {
 
 pub(crate) type R<T> = Result<T, PtxError>;
 
+/// The names of one scope: declared one by one, or as `%r<N>` ranges.
+#[derive(Default)]
+struct Scope {
+    names: HashMap<String, Sym>,
+    /// Prefix, count and width of each `%name<count>` declaration.
+    ranges: Vec<(String, u32, u8)>,
+}
+
+impl Scope {
+    fn get(&self, name: &str) -> Option<Sym> {
+        if let Some(s) = self.names.get(name) {
+            return Some(*s);
+        }
+        self.ranges.iter().rev().find_map(|(prefix, count, bits)| {
+            let rest = name.strip_prefix(prefix.as_str())?;
+            let canonical =
+                !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()) && (rest == "0" || !rest.starts_with('0'));
+            let i: u32 = rest.parse().ok().filter(|_| canonical)?;
+            (i < *count).then_some(Sym::Decl(*bits))
+        })
+    }
+}
+
 /// How strictly an operand register's width must match the instruction type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fit {
@@ -60,7 +83,7 @@ pub struct Lower<'a> {
     const_list: Vec<(Reg, u64)>,
     specials: HashMap<Special, Reg>,
     pub(crate) insts: Vec<Inst>,
-    scopes: Vec<HashMap<String, Sym>>,
+    scopes: Vec<Scope>,
     labels: HashMap<(u32, String), u32>,
     fixups: Vec<(usize, u32, String, u32)>,
     /// The current inline frame (0: the kernel) and the stack of inlined functions.
@@ -76,7 +99,12 @@ pub struct Lower<'a> {
     dyn_regs: Vec<(Reg, bool)>,
     pub(crate) line: u32,
     pub(crate) text: String,
+    pub(crate) too_big: bool,
 }
+
+/// Instructions a kernel may have after inlining, and registers it may use.
+const MAX_INSTS: usize = 1 << 20;
+const MAX_REGS: usize = 1 << 16;
 
 /// Lowers kernel `f` of `ast`; `globals` gives the device address of each module variable.
 pub fn lower_kernel(ast: &Ast, f: &FuncDecl, globals: &super::ir::Globals, win: Windows) -> R<Kernel> {
@@ -89,7 +117,7 @@ pub fn lower_kernel(ast: &Ast, f: &FuncDecl, globals: &super::ir::Globals, win: 
         const_list: Vec::new(),
         specials: HashMap::new(),
         insts: Vec::new(),
-        scopes: vec![HashMap::new()],
+        scopes: vec![Scope::default()],
         labels: HashMap::new(),
         fixups: Vec::new(),
         frame: 0,
@@ -103,6 +131,7 @@ pub fn lower_kernel(ast: &Ast, f: &FuncDecl, globals: &super::ir::Globals, win: 
         dyn_regs: Vec::new(),
         line: f.line,
         text: String::new(),
+        too_big: false,
     };
     // Parameters: laid out in order, each at its alignment.
     let mut params = Vec::new();
@@ -114,7 +143,7 @@ pub fn lower_kernel(ast: &Ast, f: &FuncDecl, globals: &super::ir::Globals, win: 
         }
         off = off.next_multiple_of(p.alignment().max(1));
         params.push((off as u32, size as u32));
-        l.scopes[0].insert(p.name.clone(), Sym::KParam(off as u32, size as u32));
+        l.scopes[0].names.insert(p.name.clone(), Sym::KParam(off as u32, size as u32));
         off += size;
     }
     if off > 4096 {
@@ -122,6 +151,12 @@ pub fn lower_kernel(ast: &Ast, f: &FuncDecl, globals: &super::ir::Globals, win: 
     }
     let body = f.body.as_ref().ok_or_else(|| PtxError::invalid(f.line, format!("kernel {} has no body", f.name)))?;
     l.body(body)?;
+    if l.too_big || l.widths.len() > MAX_REGS {
+        return Err(PtxError::unsupported(
+            f.line,
+            format!("kernel {} with more than {MAX_INSTS} instructions or {MAX_REGS} registers after inlining", f.name),
+        ));
+    }
     // A kernel falls off its end only after `ret`; make that explicit.
     l.insts.push(Inst { guard: None, op: Op::Exit, line: 0, text: "ret".into() });
     for (at, frame, name, line) in std::mem::take(&mut l.fixups) {
@@ -129,7 +164,7 @@ pub fn lower_kernel(ast: &Ast, f: &FuncDecl, globals: &super::ir::Globals, win: 
             .labels
             .get(&(frame, name.clone()))
             .ok_or_else(|| PtxError::invalid(line, format!("undefined label {name}")))?;
-        if let Op::Bra { target: t } = &mut l.insts[at].op {
+        if let Some(Inst { op: Op::Bra { target: t }, .. }) = l.insts.get_mut(at) {
             *t = target;
         }
     }
@@ -200,6 +235,11 @@ impl<'a> Lower<'a> {
 
     /// Appends an instruction with the current guard.
     pub(crate) fn emit(&mut self, guard: Option<(Reg, bool)>, op: Op) {
+        if self.insts.len() >= MAX_INSTS {
+            // Reported by `lower_kernel` (inlining can multiply a body's size).
+            self.too_big = true;
+            return;
+        }
         self.insts.push(Inst { guard, op, line: self.line, text: self.text.clone().into_boxed_str() });
     }
 
@@ -210,13 +250,13 @@ impl<'a> Lower<'a> {
     }
 
     pub(crate) fn lookup(&self, name: &str) -> Option<Sym> {
-        self.scopes.iter().rev().find_map(|s| s.get(name).copied())
+        self.scopes.iter().rev().find_map(|s| s.get(name))
     }
 
     fn set(&mut self, name: &str, sym: Sym) {
         for s in self.scopes.iter_mut().rev() {
-            if let Some(slot) = s.get_mut(name) {
-                *slot = sym;
+            if s.get(name).is_some() {
+                s.names.insert(name.to_string(), sym);
                 return;
             }
         }
@@ -224,7 +264,7 @@ impl<'a> Lower<'a> {
 
     fn declare(&mut self, name: String, sym: Sym) -> R<()> {
         let scope = self.scopes.last_mut().expect("a scope");
-        if scope.insert(name.clone(), sym).is_some() {
+        if scope.names.insert(name.clone(), sym).is_some() {
             return Err(PtxError::invalid(self.line, format!("{name} declared twice")));
         }
         Ok(())
@@ -234,7 +274,7 @@ impl<'a> Lower<'a> {
     pub(crate) fn body(&mut self, body: &[Stmt]) -> R<()> {
         for s in body {
             match s {
-                Stmt::Open => self.scopes.push(HashMap::new()),
+                Stmt::Open => self.scopes.push(Scope::default()),
                 Stmt::Close => {
                     self.scopes.pop();
                 }
@@ -249,11 +289,8 @@ impl<'a> Lower<'a> {
                     let bits = if *ty == Ty::Pred { 1 } else { ty.bits() as u8 };
                     for (n, count) in names {
                         match count {
-                            Some(c) => {
-                                for i in 0..*c {
-                                    self.declare(format!("{n}{i}"), Sym::Decl(bits))?;
-                                }
-                            }
+                            // `%r<N>`: %r0 .. %r<N-1>, resolved when used.
+                            Some(c) => self.scopes.last_mut().expect("a scope").ranges.push((n.clone(), *c, bits)),
                             None => self.declare(n.clone(), Sym::Decl(bits))?,
                         }
                     }
@@ -501,7 +538,7 @@ impl<'a> Lower<'a> {
         let outer = self.frame;
         self.frames += 1;
         self.frame = self.frames;
-        self.scopes.push(bindings.into_iter().collect());
+        self.scopes.push(Scope { names: bindings.into_iter().collect(), ranges: Vec::new() });
         outer
     }
 
@@ -509,7 +546,7 @@ impl<'a> Lower<'a> {
     pub(crate) fn leave_inline(&mut self, outer: u32) {
         let here = self.insts.len() as u32;
         for at in self.returns.remove(&self.frame).unwrap_or_default() {
-            if let Op::Bra { target } = &mut self.insts[at].op {
+            if let Some(Inst { op: Op::Bra { target }, .. }) = self.insts.get_mut(at) {
                 *target = here;
             }
         }

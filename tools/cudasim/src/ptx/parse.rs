@@ -428,11 +428,18 @@ impl<'a> Parser<'a> {
     }
 
     fn init(&mut self) -> R<Vec<Lit>> {
+        self.init_nested(0)
+    }
+
+    fn init_nested(&mut self, depth: u32) -> R<Vec<Lit>> {
+        if depth > 8 {
+            return self.err("initializer nested too deeply");
+        }
         let mut out = Vec::new();
         if self.eat_p('{') {
             loop {
                 if self.is_p('{') {
-                    out.extend(self.init()?);
+                    out.extend(self.init_nested(depth + 1)?);
                 } else {
                     out.push(self.init_lit()?);
                 }
@@ -628,6 +635,13 @@ impl<'a> Parser<'a> {
     }
 
     fn operand(&mut self) -> R<Operand> {
+        self.operand_nested(0)
+    }
+
+    fn operand_nested(&mut self, depth: u32) -> R<Operand> {
+        if depth > 2 {
+            return self.err("operand lists nested too deeply");
+        }
         if self.eat_p('[') {
             let (base, mut offset) = match self.peek() {
                 Some(Tok::Ident(_)) => (Some(self.ident()?), 0i64),
@@ -648,7 +662,7 @@ impl<'a> Parser<'a> {
                 let mut items = Vec::new();
                 if !self.eat_p(close) {
                     loop {
-                        items.push(self.operand()?);
+                        items.push(self.operand_nested(depth + 1)?);
                         if self.eat_p(close) {
                             break;
                         }
