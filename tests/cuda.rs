@@ -600,3 +600,62 @@ fn gpu_unsupported_ptx_is_named() {
     let e = call(&k, &vadd_args([std::ptr::null_mut(); 3], 1.0, 1, 1, 1)).unwrap_err();
     assert!(e.contains("CUDA_ERROR_INVALID_PTX") && e.contains("`brkpt`"), "{e}");
 }
+
+/// A float64 array of `n` elements on CUDA device 0 holding `v`.
+fn f64_array(v: &[f64]) -> DevArray {
+    let mut h = std::ptr::null_mut();
+    let shape = [v.len() as i64];
+    // SAFETY: valid shape and out-pointer.
+    assert_eq!(unsafe { napi::TVMArrayAlloc(shape.as_ptr(), 1, 2, 64, 1, CUDA, 0, &mut h) }, 0, "{}", last_error());
+    let a = DevArray(h);
+    a.write(v.as_ptr().cast(), v.len() * 8);
+    a
+}
+
+#[test]
+fn gpu_eight_byte_scalar_parameters() {
+    if !gpu_ready() {
+        return;
+    }
+    let m = load(&write_module("axpy64", KERNELS, KERNELS_META)).unwrap();
+    let k = get_function(&m, "axpy64_kernel0", false).unwrap();
+    let n = 1000usize;
+    let x: Vec<f64> = (0..n).map(|i| i as f64 * 0.125).collect();
+    let y: Vec<f64> = (0..n).map(|i| 1e10 + i as f64).collect();
+    let (dx, dy) = (f64_array(&x), f64_array(&y));
+    let a = 3.000_000_000_1;
+    // Only the first n - 3 elements: the int64 bound reaches the kernel as 8 bytes.
+    let valid = n - 3;
+    let args = [
+        Arg::Handle(dx.data()),
+        Arg::Handle(dy.data()),
+        Arg::Float(a),
+        Arg::Int(valid as i64),
+        Arg::Int(7),
+        Arg::Int(4),
+        Arg::Int(256),
+    ];
+    call(&k, &args).unwrap();
+    let mut got = vec![0f64; n];
+    // SAFETY: `got` holds the array's bytes.
+    assert_eq!(unsafe { napi::TVMArrayCopyToBytes(dy.0, got.as_mut_ptr().cast(), n * 8) }, 0);
+    for i in 0..n {
+        let want = if i < valid { a.mul_add(x[i], y[i]) + 7.0 } else { y[i] };
+        assert_eq!(got[i], want, "element {i}");
+    }
+    // A negative int64 reaches the kernel intact: nothing is written.
+    let args = [
+        Arg::Handle(dx.data()),
+        Arg::Handle(dy.data()),
+        Arg::Float(a),
+        Arg::Int(-5),
+        Arg::Int(7),
+        Arg::Int(4),
+        Arg::Int(256),
+    ];
+    call(&k, &args).unwrap();
+    let mut again = vec![0f64; n];
+    // SAFETY: as above.
+    assert_eq!(unsafe { napi::TVMArrayCopyToBytes(dy.0, again.as_mut_ptr().cast(), n * 8) }, 0);
+    assert_eq!(again, got);
+}
