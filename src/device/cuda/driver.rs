@@ -196,3 +196,32 @@ pub fn check_call(r: CUresult, call: &str) -> Result<()> {
 pub fn is_deinitialized(r: CUresult) -> bool {
     r == CUresult::CUDA_ERROR_DEINITIALIZED
 }
+
+#[cfg(test)]
+mod tests {
+    use super::REQUIRED;
+
+    /// Every driver entry point the CUDA code calls through cudarc is checked up front (cudarc
+    /// resolves each one lazily, at its first call, and panics when it is missing).
+    #[test]
+    fn every_entry_point_called_is_required() {
+        let sources = [include_str!("api.rs"), include_str!("module.rs"), include_str!("driver.rs")];
+        let mut called = std::collections::BTreeSet::new();
+        for src in sources {
+            for (i, _) in src.match_indices("sys::cu") {
+                let name: String =
+                    src[i + 5..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                // Calls only: the name is followed by its argument list.
+                if src[i + 5 + name.len()..].starts_with('(') {
+                    called.insert(name);
+                }
+            }
+        }
+        // cudarc's loader functions, not driver entry points.
+        called.remove("culib");
+        assert!(called.len() > 20, "{called:?}");
+        for name in &called {
+            assert!(REQUIRED.contains(&name.as_str()), "{name} is called but not in REQUIRED");
+        }
+    }
+}
