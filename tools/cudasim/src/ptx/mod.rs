@@ -5,6 +5,7 @@
 
 pub mod fops;
 mod instr;
+mod instr_ctl;
 pub mod ir;
 pub mod lex;
 pub mod lower;
