@@ -580,8 +580,8 @@ fn gpu_workspaces_released_by_exiting_threads() {
     if simulated() {
         // Other tests of this process allocate too: only the simulator's exact accounting of
         // this test's share is checked, in a quiet moment, by retrying.
-        let ok = (0..50).any(|_| {
-            std::thread::sleep(std::time::Duration::from_millis(20));
+        let ok = (0..100).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(50));
             free() >= before
         });
         assert!(ok, "the exiting threads' workspaces were returned to the device");
