@@ -29,6 +29,7 @@ echo "== cargo fmt --check"
 cargo fmt --check
 echo "== cargo clippy"
 cargo clippy --all-targets --quiet -- -D warnings
+source scripts/test-cuda.sh  # the simulated CUDA driver: its own tests, then TVM_CUDA_LIBRARY for the CUDA tests below
 echo "== cargo build --release"
 cargo build --release --quiet
 echo "== cargo test (unit, integration, exports, header drift)"

@@ -3,6 +3,13 @@
 //! that every entry point this runtime calls is there (cudarc would otherwise panic at the first
 //! call of a missing one), then calls `cuInit(0)`. The outcome, success or the reason for
 //! failure, is kept for the life of the process.
+//!
+//! `TVM_CUDA_LIBRARY=<path>` names the driver to use instead (another driver build, or the
+//! simulated driver of `tools/cudasim`). cudarc opens its driver by a list of names only, so
+//! the named file is loaded first: the dynamic loader then hands it to cudarc when cudarc asks
+//! for `libcuda.so.1`, the driver's soname (which the file must have, as drivers and cudasim
+//! do). If cudarc ends up with another library (one found under an earlier name of its list),
+//! the first CUDA operation fails and says so: never a silent switch of drivers.
 
 use crate::error::{Error, Result};
 pub use cudarc::driver::sys;
@@ -43,7 +50,7 @@ pub const REQUIRED: &[&str] = &[
     "cuEventCreate",
     "cuEventRecord",
     "cuEventDestroy_v2",
-    "cuModuleLoadData",
+    "cuModuleLoadDataEx",
     "cuModuleGetFunction",
     "cuModuleGetGlobal_v2",
     "cuModuleUnload",
@@ -59,17 +66,61 @@ const LIB_NAMES: &[&str] = &["libcuda.so.1", "libcuda.so"];
 
 static STATE: OnceLock<std::result::Result<(), String>> = OnceLock::new();
 
+/// The library named by `TVM_CUDA_LIBRARY`, kept loaded for the life of the process.
+static NAMED: OnceLock<libloading::Library> = OnceLock::new();
+
+/// Loads the driver `TVM_CUDA_LIBRARY` names, globally, so that cudarc finds it by its soname.
+fn load_named(path: &str) -> std::result::Result<&'static libloading::Library, String> {
+    use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_NOW};
+    // SAFETY: loading a driver library runs its initialisers, which have no preconditions.
+    let lib = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_GLOBAL) }.map_err(|e| {
+        format!(
+            "CUDA driver library {path} (TVM_CUDA_LIBRARY) could not be loaded ({})",
+            crate::error::source_chain(&e)
+        )
+    })?;
+    Ok(NAMED.get_or_init(|| lib.into()))
+}
+
+/// The address of `name` in `lib`.
+fn address(lib: &libloading::Library, name: &[u8]) -> Option<usize> {
+    // SAFETY: only the symbol's address is read; nothing is called.
+    unsafe { lib.get::<*const ()>(name) }.ok().map(|s| *s as usize)
+}
+
 fn open() -> std::result::Result<(), String> {
-    // Our own attempt first: it gives the loader's message, and it spares cudarc's loader,
-    // which panics when nothing is found.
-    if let Err(errors) = crate::device::open_first_library(LIB_NAMES) {
-        // SAFETY: only tries to open cudarc's candidate names.
-        if !unsafe { sys::is_culib_present() } {
-            return Err(format!("CUDA driver library could not be loaded ({errors})"));
+    let named = match std::env::var("TVM_CUDA_LIBRARY").ok().filter(|s| !s.is_empty()) {
+        Some(path) => {
+            let lib = load_named(&path)?;
+            // SAFETY: only tries to open cudarc's candidate names.
+            if !unsafe { sys::is_culib_present() } {
+                return Err(format!(
+                    "TVM_CUDA_LIBRARY={path} is loaded, but not under any name cudarc opens (its soname must be libcuda.so.1)"
+                ));
+            }
+            Some((path, lib))
         }
-    }
+        None => {
+            // Our own attempt first: it gives the loader's message, and it spares cudarc's
+            // loader, which panics when nothing is found.
+            if let Err(errors) = crate::device::open_first_library(LIB_NAMES) {
+                // SAFETY: only tries to open cudarc's candidate names.
+                if !unsafe { sys::is_culib_present() } {
+                    return Err(format!("CUDA driver library could not be loaded ({errors})"));
+                }
+            }
+            None
+        }
+    };
     // SAFETY: the library is present (checked above), so cudarc's loader does not panic.
     let lib = unsafe { sys::culib() };
+    if let Some((path, named)) = named {
+        if address(named, b"cuInit\0") != address(lib, b"cuInit\0") {
+            return Err(format!(
+                "TVM_CUDA_LIBRARY={path} is loaded, but cudarc opened another CUDA driver (found under a name it tries first, such as libcuda.so)"
+            ));
+        }
+    }
     for name in REQUIRED {
         let mut sym = name.as_bytes().to_vec();
         sym.push(0);
@@ -144,4 +195,33 @@ pub fn check_call(r: CUresult, call: &str) -> Result<()> {
 /// Whether a result is `CUDA_ERROR_DEINITIALIZED` (ignored in teardown paths).
 pub fn is_deinitialized(r: CUresult) -> bool {
     r == CUresult::CUDA_ERROR_DEINITIALIZED
+}
+
+#[cfg(test)]
+mod tests {
+    use super::REQUIRED;
+
+    /// Every driver entry point the CUDA code calls through cudarc is checked up front (cudarc
+    /// resolves each one lazily, at its first call, and panics when it is missing).
+    #[test]
+    fn every_entry_point_called_is_required() {
+        let sources = [include_str!("api.rs"), include_str!("module.rs"), include_str!("driver.rs")];
+        let mut called = std::collections::BTreeSet::new();
+        for src in sources {
+            for (i, _) in src.match_indices("sys::cu") {
+                let name: String =
+                    src[i + 5..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                // Calls only: the name is followed by its argument list.
+                if src[i + 5 + name.len()..].starts_with('(') {
+                    called.insert(name);
+                }
+            }
+        }
+        // cudarc's loader functions, not driver entry points.
+        called.remove("culib");
+        assert!(called.len() > 20, "{called:?}");
+        for name in &called {
+            assert!(REQUIRED.contains(&name.as_str()), "{name} is called but not in REQUIRED");
+        }
+    }
 }

@@ -44,8 +44,16 @@ impl Inner {
             }
         }
         let mut m: CUmodule = std::ptr::null_mut();
-        // SAFETY: the device's context is current; the image is NUL-terminated.
-        let r = unsafe { sys::cuModuleLoadData(&mut m, self.image.as_ptr().cast()) };
+        // The JIT compiler's error log, kept for the message.
+        let mut log = vec![0u8; 4096];
+        let mut opts =
+            [sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER, sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES];
+        let mut vals = [log.as_mut_ptr().cast::<c_void>(), log.len() as *mut c_void];
+        // SAFETY: the device's context is current; the image is NUL-terminated; two options
+        // with their values (a buffer and its size in bytes).
+        let r = unsafe {
+            sys::cuModuleLoadDataEx(&mut m, self.image.as_ptr().cast(), 2, opts.as_mut_ptr(), vals.as_mut_ptr())
+        };
         if r != CUresult::CUDA_SUCCESS {
             let mut msg = format!("cuModuleLoadData failed with error: {}", driver::error_name(r));
             if let Ok((cc, sm)) = api::compute_capability(dev) {
@@ -56,6 +64,11 @@ impl Inner {
                         describe(&archs)
                     );
                 }
+            }
+            let end = log.iter().position(|&b| b == 0).unwrap_or(0);
+            let log = String::from_utf8_lossy(&log[..end]);
+            if !log.trim().is_empty() {
+                msg += &format!("\n{}", log.trim_end());
             }
             return Err(Error::with_kind("CUDAError", msg));
         }

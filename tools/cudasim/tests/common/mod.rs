@@ -1,0 +1,191 @@
+//! Driving the simulator through its driver entry points, as a CUDA program would: a context
+//! on device 0 (two devices are configured), modules from PTX text, device buffers, launches
+//! with parameters passed by address.
+#![allow(dead_code, reason = "each test binary uses a different part")]
+
+use cudasim::driver::errors::*;
+use cudasim::driver::*;
+use std::ffi::{c_void, CString};
+use std::sync::Once;
+
+/// Panics with the result's name unless it is `CUDA_SUCCESS`.
+#[track_caller]
+pub fn ok(r: CUresult) {
+    assert_eq!(r, CUDA_SUCCESS, "driver call failed with {}", name(r));
+}
+
+/// The name of a result.
+pub fn name(r: CUresult) -> String {
+    describe(r).map_or_else(|| format!("CUresult {r}"), |(n, _)| n.to_string_lossy().into_owned())
+}
+
+static INIT: Once = Once::new();
+
+/// Initialises the driver (two devices) and makes device `dev`'s primary context current on
+/// this thread.
+pub fn setup(dev: i32) {
+    INIT.call_once(|| {
+        if std::env::var("CUDASIM_DEVICES").is_err() {
+            std::env::set_var("CUDASIM_DEVICES", "2");
+        }
+        std::env::set_var("CUDASIM_QUIET", "1");
+        // SAFETY: no preconditions.
+        ok(unsafe { cuInit(0) });
+    });
+    let mut ctx = std::ptr::null_mut();
+    // SAFETY: valid out-pointer; a retained primary context.
+    unsafe {
+        ok(cuDevicePrimaryCtxRetain(&mut ctx, dev));
+        ok(cuCtxSetCurrent(ctx));
+    }
+}
+
+/// A loaded module.
+pub struct Module(pub *mut c_void);
+
+/// Loads PTX into the current context; the error and JIT log on failure.
+pub fn try_load(ptx: &str) -> Result<Module, (CUresult, String)> {
+    let text = CString::new(ptx).unwrap();
+    let mut m = std::ptr::null_mut();
+    let mut log = vec![0u8; 4096];
+    let mut opts = [5i32, 6];
+    let mut vals = [log.as_mut_ptr().cast::<c_void>(), log.len() as *mut c_void];
+    // SAFETY: valid pointers; two options with their values.
+    let r = unsafe { cuModuleLoadDataEx(&mut m, text.as_ptr().cast(), 2, opts.as_mut_ptr(), vals.as_mut_ptr()) };
+    if r == CUDA_SUCCESS {
+        Ok(Module(m))
+    } else {
+        let end = log.iter().position(|&b| b == 0).unwrap_or(0);
+        Err((r, String::from_utf8_lossy(&log[..end]).into_owned()))
+    }
+}
+
+/// Loads PTX, panicking with the log on failure.
+#[track_caller]
+pub fn load(ptx: &str) -> Module {
+    try_load(ptx).unwrap_or_else(|(r, log)| panic!("load failed with {}: {log}", name(r)))
+}
+
+impl Module {
+    /// A kernel.
+    pub fn func(&self, n: &str) -> *mut c_void {
+        let c = CString::new(n).unwrap();
+        let mut f = std::ptr::null_mut();
+        // SAFETY: valid pointers.
+        ok(unsafe { cuModuleGetFunction(&mut f, self.0, c.as_ptr()) });
+        f
+    }
+}
+
+impl Drop for Module {
+    fn drop(&mut self) {
+        // SAFETY: a loaded module, unloaded once.
+        unsafe { cuModuleUnload(self.0) };
+    }
+}
+
+/// A device buffer.
+pub struct Buf(pub u64, pub usize);
+
+impl Buf {
+    /// `n` bytes of device memory.
+    pub fn new(n: usize) -> Buf {
+        let mut p = 0;
+        // SAFETY: valid out-pointer.
+        ok(unsafe { cuMemAlloc_v2(&mut p, n) });
+        Buf(p, n)
+    }
+
+    /// A buffer holding `v`.
+    pub fn from<T: Copy>(v: &[T]) -> Buf {
+        let n = std::mem::size_of_val(v);
+        let b = Buf::new(n.max(1));
+        // SAFETY: `v` holds `n` bytes; the buffer too.
+        ok(unsafe { cuMemcpyHtoD_v2(b.0, v.as_ptr().cast(), n) });
+        b
+    }
+
+    /// The first `n` elements.
+    pub fn read<T: Copy + Default>(&self, n: usize) -> Vec<T> {
+        let mut out = vec![T::default(); n];
+        // SAFETY: `out` holds the bytes asked for.
+        ok(unsafe { cuMemcpyDtoH_v2(out.as_mut_ptr().cast(), self.0, n * std::mem::size_of::<T>()) });
+        out
+    }
+}
+
+impl Drop for Buf {
+    fn drop(&mut self) {
+        // SAFETY: an allocation freed once (errors of a poisoned context are ignored).
+        unsafe { cuMemFree_v2(self.0) };
+    }
+}
+
+/// A kernel parameter.
+#[derive(Clone, Copy)]
+pub enum P {
+    /// A pointer or 64-bit integer.
+    U64(u64),
+    /// A 32-bit integer.
+    U32(u32),
+    /// A float.
+    F32(f32),
+    /// A double.
+    F64(f64),
+}
+
+/// Launches `f` and returns the launch's result (not waiting for it).
+pub fn launch_async(f: *mut c_void, grid: [u32; 3], block: [u32; 3], shmem: u32, args: &[P]) -> CUresult {
+    let mut slots: Vec<u64> = args
+        .iter()
+        .map(|a| match *a {
+            P::U64(v) => v,
+            P::U32(v) => u64::from(v),
+            P::F32(v) => u64::from(v.to_bits()),
+            P::F64(v) => v.to_bits(),
+        })
+        .collect();
+    let mut ptrs: Vec<*mut c_void> = slots.iter_mut().map(|s| (s as *mut u64).cast()).collect();
+    // SAFETY: one pointer per parameter, each to 8 bytes (little-endian: 4-byte values first).
+    unsafe {
+        cuLaunchKernel(
+            f,
+            grid[0],
+            grid[1],
+            grid[2],
+            block[0],
+            block[1],
+            block[2],
+            shmem,
+            std::ptr::null_mut(),
+            ptrs.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+    }
+}
+
+/// Launches `f` and waits; the first error.
+pub fn launch(f: *mut c_void, grid: [u32; 3], block: [u32; 3], shmem: u32, args: &[P]) -> CUresult {
+    let r = launch_async(f, grid, block, shmem, args);
+    if r != CUDA_SUCCESS {
+        return r;
+    }
+    // SAFETY: no preconditions.
+    unsafe { cuCtxSynchronize() }
+}
+
+/// Runs a one-kernel module `k` with one block of `threads` threads: `out` (u64 values, as
+/// many as `n`) is the first parameter, then `args`; returns the output slots.
+pub fn run1(ptx: &str, threads: u32, n: usize, args: &[P]) -> Vec<u64> {
+    let m = load(ptx);
+    let out = Buf::from(&vec![0u64; n]);
+    let mut all = vec![P::U64(out.0)];
+    all.extend_from_slice(args);
+    ok(launch(m.func("k"), [1, 1, 1], [threads, 1, 1], 0, &all));
+    out.read(n)
+}
+
+/// PTX text with the usual header.
+pub fn ptx(body: &str) -> String {
+    format!(".version 7.0\n.target sm_70\n.address_size 64\n{body}")
+}
