@@ -7,6 +7,7 @@
 
 pub mod abi;
 pub mod backend_env;
+pub mod byoc;
 pub mod contrib;
 pub mod device;
 pub mod error;
