@@ -150,9 +150,13 @@ impl MetadataModule {
         for m in this.imports() {
             let Some(init) = m.get_function(&init_name, false)? else { continue };
             let arrays = self.constants(symbol).into_iter().map(|a| Some(a.into_object())).collect();
-            let ret = init
-                .call(&[Value::Object(ArrayObj::new_object(arrays))])
-                .map_err(|e| if e.is_already_set() { e } else { e.context(format_args!("{init_name} failed")) })?;
+            let ret = init.call(&[Value::Object(ArrayObj::new_object(arrays))]).map_err(|e| {
+                if e.is_already_set() {
+                    e
+                } else {
+                    e.context(format_args!("{init_name} failed"))
+                }
+            })?;
             return match ret {
                 Value::Int(0) => Ok(()),
                 other => Err(Error::tvm(format!(
@@ -183,8 +187,11 @@ impl ModuleNode for MetadataModule {
             self.ensure_init(name, state, this)?;
         }
         if name == "get_const_var_ndarray" {
-            let pairs =
-                self.vars.iter().map(|(n, a)| (StringObj::new_object(n.as_bytes()), Some(a.as_object().clone()))).collect();
+            let pairs = self
+                .vars
+                .iter()
+                .map(|(n, a)| (StringObj::new_object(n.as_bytes()), Some(a.as_object().clone())))
+                .collect();
             let map = MapObj::new_object(pairs);
             return Ok(Some(PackedFunc::from_fn(move |_| Ok(Value::Object(map.clone())))));
         }
@@ -237,10 +244,11 @@ mod tests {
     use std::sync::Arc;
 
     fn array(v: &[f32]) -> NDArray {
-        let a = NDArray::empty(&[v.len() as i64], DLDataType { code: 2, bits: 32, lanes: 1 }, DLDevice {
-            device_type: 1,
-            device_id: 0,
-        })
+        let a = NDArray::empty(
+            &[v.len() as i64],
+            DLDataType { code: 2, bits: 32, lanes: 1 },
+            DLDevice { device_type: 1, device_id: 0 },
+        )
         .unwrap();
         a.copy_from_bytes(&v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<_>>()).unwrap();
         a

@@ -22,6 +22,13 @@ pub struct StdVectorI64 {
     end_of_storage: *const i64,
 }
 
+impl StdVectorI64 {
+    /// A vector's three pointers (for callers written in Rust, such as tests).
+    pub fn from_raw_parts(begin: *const i64, end: *const i64, end_of_storage: *const i64) -> StdVectorI64 {
+        StdVectorI64 { begin, end, end_of_storage }
+    }
+}
+
 /// The elements of a vector passed by value.
 ///
 /// # Safety
@@ -62,8 +69,22 @@ fn conv_key(p: [c_int; 14], bias: bool, relu: bool) -> Kernel {
 #[no_mangle]
 #[allow(clippy::too_many_arguments, reason = "TVM's C signature")]
 pub unsafe extern "C" fn dnnl_conv2d(
-    data: *mut f32, weights: *mut f32, out: *mut f32, p_n: c_int, p_c: c_int, p_h: c_int, p_w: c_int, p_o: c_int,
-    p_g: c_int, p_ph0: c_int, p_pw0: c_int, p_ph1: c_int, p_pw1: c_int, p_kh: c_int, p_kw: c_int, p_sh: c_int,
+    data: *mut f32,
+    weights: *mut f32,
+    out: *mut f32,
+    p_n: c_int,
+    p_c: c_int,
+    p_h: c_int,
+    p_w: c_int,
+    p_o: c_int,
+    p_g: c_int,
+    p_ph0: c_int,
+    p_pw0: c_int,
+    p_ph1: c_int,
+    p_pw1: c_int,
+    p_kh: c_int,
+    p_kw: c_int,
+    p_sh: c_int,
     p_sw: c_int,
 ) {
     let k = conv_key([p_n, p_c, p_h, p_w, p_o, p_g, p_ph0, p_pw0, p_ph1, p_pw1, p_kh, p_kw, p_sh, p_sw], false, false);
@@ -78,8 +99,22 @@ pub unsafe extern "C" fn dnnl_conv2d(
 #[no_mangle]
 #[allow(clippy::too_many_arguments, reason = "TVM's C signature")]
 pub unsafe extern "C" fn dnnl_fused_conv2d_relu(
-    data: *mut f32, weights: *mut f32, out: *mut f32, p_n: c_int, p_c: c_int, p_h: c_int, p_w: c_int, p_o: c_int,
-    p_g: c_int, p_ph0: c_int, p_pw0: c_int, p_ph1: c_int, p_pw1: c_int, p_kh: c_int, p_kw: c_int, p_sh: c_int,
+    data: *mut f32,
+    weights: *mut f32,
+    out: *mut f32,
+    p_n: c_int,
+    p_c: c_int,
+    p_h: c_int,
+    p_w: c_int,
+    p_o: c_int,
+    p_g: c_int,
+    p_ph0: c_int,
+    p_pw0: c_int,
+    p_ph1: c_int,
+    p_pw1: c_int,
+    p_kh: c_int,
+    p_kw: c_int,
+    p_sh: c_int,
     p_sw: c_int,
 ) {
     let k = conv_key([p_n, p_c, p_h, p_w, p_o, p_g, p_ph0, p_pw0, p_ph1, p_pw1, p_kh, p_kw, p_sh, p_sw], false, true);
@@ -94,9 +129,24 @@ pub unsafe extern "C" fn dnnl_fused_conv2d_relu(
 #[no_mangle]
 #[allow(clippy::too_many_arguments, reason = "TVM's C signature")]
 pub unsafe extern "C" fn dnnl_fused_conv2d_bias_relu(
-    data: *mut f32, weights: *mut f32, bias: *mut f32, out: *mut f32, p_n: c_int, p_c: c_int, p_h: c_int,
-    p_w: c_int, p_o: c_int, p_g: c_int, p_ph0: c_int, p_pw0: c_int, p_ph1: c_int, p_pw1: c_int, p_kh: c_int,
-    p_kw: c_int, p_sh: c_int, p_sw: c_int,
+    data: *mut f32,
+    weights: *mut f32,
+    bias: *mut f32,
+    out: *mut f32,
+    p_n: c_int,
+    p_c: c_int,
+    p_h: c_int,
+    p_w: c_int,
+    p_o: c_int,
+    p_g: c_int,
+    p_ph0: c_int,
+    p_pw0: c_int,
+    p_ph1: c_int,
+    p_pw1: c_int,
+    p_kh: c_int,
+    p_kw: c_int,
+    p_sh: c_int,
+    p_sw: c_int,
 ) {
     let k = conv_key([p_n, p_c, p_h, p_w, p_o, p_g, p_ph0, p_pw0, p_ph1, p_pw1, p_kh, p_kw, p_sh, p_sw], true, true);
     // SAFETY: per contract.
@@ -108,7 +158,14 @@ pub unsafe extern "C" fn dnnl_fused_conv2d_bias_relu(
 /// # Safety
 /// The buffers hold the sizes the parameters give.
 #[no_mangle]
-pub unsafe extern "C" fn dnnl_dense(data: *mut f32, weight: *mut f32, out: *mut f32, p_b: c_int, p_i: c_int, p_o: c_int) {
+pub unsafe extern "C" fn dnnl_dense(
+    data: *mut f32,
+    weight: *mut f32,
+    out: *mut f32,
+    p_b: c_int,
+    p_i: c_int,
+    p_o: c_int,
+) {
     let k = Kernel::Dense([p_b, p_i, p_o].map(i64::from));
     // SAFETY: per contract.
     call("dnnl_dense", || unsafe { kernels::run(&k, &[data, weight], &[out]) });
@@ -137,8 +194,19 @@ pub unsafe extern "C" fn dnnl_relu(data: *mut f32, out: *mut f32, shape: *const 
 #[no_mangle]
 #[allow(clippy::too_many_arguments, reason = "TVM's C signature")]
 pub unsafe extern "C" fn dnnl_bn(
-    data: *mut f32, gamma: *mut f32, beta: *mut f32, mean: *mut f32, variance: *mut f32, out: *mut f32,
-    new_mean: *mut f32, new_variance: *mut f32, p_n: c_int, p_c: c_int, p_h: c_int, p_w: c_int, p_e: c_int,
+    data: *mut f32,
+    gamma: *mut f32,
+    beta: *mut f32,
+    mean: *mut f32,
+    variance: *mut f32,
+    out: *mut f32,
+    new_mean: *mut f32,
+    new_variance: *mut f32,
+    p_n: c_int,
+    p_c: c_int,
+    p_h: c_int,
+    p_w: c_int,
+    p_e: c_int,
 ) {
     let k = Kernel::BatchNorm([p_n, p_c, p_h, p_w].map(i64::from), i64::from(p_e));
     call("dnnl_bn", || {
@@ -162,7 +230,11 @@ pub unsafe extern "C" fn dnnl_bn(
 /// As [`dnnl_relu`].
 #[no_mangle]
 pub unsafe extern "C" fn dnnl_binary_op(
-    data: *mut f32, weight: *mut f32, out: *mut f32, algo_type: c_int, shape: *const StdVectorI64,
+    data: *mut f32,
+    weight: *mut f32,
+    out: *mut f32,
+    algo_type: c_int,
+    shape: *const StdVectorI64,
 ) {
     call("dnnl_binary_op", || {
         // SAFETY: per contract.

@@ -231,7 +231,9 @@ impl Dnnl {
                 // hold MAX_NDIMS entries.
                 let s = unsafe {
                     match layout {
-                        Ok(strides) => (v2.memory_desc_init_by_strides)(p, n, a.as_ptr(), sys::F32, dims_array(strides)?.as_ptr()),
+                        Ok(strides) => {
+                            (v2.memory_desc_init_by_strides)(p, n, a.as_ptr(), sys::F32, dims_array(strides)?.as_ptr())
+                        }
                         Err(tag) => (v2.memory_desc_init_by_tag)(p, n, a.as_ptr(), sys::F32, tag),
                     }
                 };
@@ -243,9 +245,13 @@ impl Dnnl {
                 // SAFETY: valid out-pointer; arrays of MAX_NDIMS entries.
                 let s = unsafe {
                     match layout {
-                        Ok(strides) => {
-                            (v3.memory_desc_create_with_strides)(&mut h, n, a.as_ptr(), sys::F32, dims_array(strides)?.as_ptr())
-                        }
+                        Ok(strides) => (v3.memory_desc_create_with_strides)(
+                            &mut h,
+                            n,
+                            a.as_ptr(),
+                            sys::F32,
+                            dims_array(strides)?.as_ptr(),
+                        ),
                         Err(tag) => (v3.memory_desc_create_with_tag)(&mut h, n, a.as_ptr(), sys::F32, tag),
                     }
                 };
@@ -313,12 +319,20 @@ impl Dnnl {
     }
 
     /// 2.x: an op descriptor filled by `init`, then the primitive descriptor.
-    fn pd_v2(&self, v2: &sys::V2, attr: &Attr, what: &dyn Fn() -> String, init: impl FnOnce(*mut c_void) -> sys::Status) -> Result<Arc<Pd>> {
+    fn pd_v2(
+        &self,
+        v2: &sys::V2,
+        attr: &Attr,
+        what: &dyn Fn() -> String,
+        init: impl FnOnce(*mut c_void) -> sys::Status,
+    ) -> Result<Arc<Pd>> {
         let mut op = vec![0u64; sys::V2_OP_DESC_BYTES / 8];
         self.check(init(op.as_mut_ptr().cast()), || format!("describing {}", what()))?;
         let mut pd = std::ptr::null_mut();
         // SAFETY: an initialised op descriptor, live attributes and engine; no hint.
-        let s = unsafe { (v2.primitive_desc_create)(&mut pd, op.as_ptr().cast(), attr.0, self.engine, std::ptr::null_mut()) };
+        let s = unsafe {
+            (v2.primitive_desc_create)(&mut pd, op.as_ptr().cast(), attr.0, self.engine, std::ptr::null_mut())
+        };
         self.check(s, || format!("creating {}", what()))?;
         Ok(Arc::new(Pd(pd)))
     }

@@ -61,7 +61,10 @@ impl Conv {
         let bad = |m: String| Error::value(format!("{what}: {m}"));
         let all = [self.n, self.ic, self.ih, self.iw, self.oc, self.kh, self.kw];
         if all.iter().any(|&d| d <= 0) {
-            return Err(bad(format!("sizes must be positive: N={} C={} H={} W={} O={} KH={} KW={}", self.n, self.ic, self.ih, self.iw, self.oc, self.kh, self.kw)));
+            return Err(bad(format!(
+                "sizes must be positive: N={} C={} H={} W={} O={} KH={} KW={}",
+                self.n, self.ic, self.ih, self.iw, self.oc, self.kh, self.kw
+            )));
         }
         if self.groups < 1 || self.ic % self.groups != 0 || self.oc % self.groups != 0 {
             return Err(bad(format!(
@@ -69,7 +72,10 @@ impl Conv {
                 self.groups, self.ic, self.oc
             )));
         }
-        if self.strides.iter().any(|&s| s < 1) || self.dilation.iter().any(|&d| d < 1) || self.pad.iter().any(|&p| p < 0) {
+        if self.strides.iter().any(|&s| s < 1)
+            || self.dilation.iter().any(|&d| d < 1)
+            || self.pad.iter().any(|&p| p < 0)
+        {
             return Err(bad(format!(
                 "strides {:?} and dilation {:?} must be >= 1, padding {:?} >= 0",
                 self.strides, self.dilation, self.pad
@@ -185,7 +191,9 @@ impl Ctx<'_> {
         self.node
             .attr(self.id, key)?
             .iter()
-            .map(|s| s.trim().parse::<i64>().map_err(|_| self.err(format!("attribute `{key}`: `{s}` is not an integer"))))
+            .map(|s| {
+                s.trim().parse::<i64>().map_err(|_| self.err(format!("attribute `{key}`: `{s}` is not an integer")))
+            })
             .collect()
     }
 
@@ -204,7 +212,10 @@ impl Ctx<'_> {
 
     fn expect_out(&self, want: &[i64]) -> Result<()> {
         if self.out_shape() != want {
-            return Err(self.err(format!("shape mismatch: the graph says the output is {:?}, the operator computes {want:?}", self.out_shape())));
+            return Err(self.err(format!(
+                "shape mismatch: the graph says the output is {:?}, the operator computes {want:?}",
+                self.out_shape()
+            )));
         }
         Ok(())
     }
@@ -343,14 +354,18 @@ fn batch_norm(c: &Ctx<'_>) -> Result<Op> {
         }
     }
     let eps = c.node.attr(c.id, "epsilon")?.first().and_then(|s| s.trim().parse::<f64>().ok());
-    let epsilon = eps.filter(|e| e.is_finite() && *e >= 0.0).ok_or_else(|| c.err("epsilon must be a non-negative number"))? as f32;
+    let epsilon = eps
+        .filter(|e| e.is_finite() && *e >= 0.0)
+        .ok_or_else(|| c.err("epsilon must be a non-negative number"))? as f32;
     c.expect_out(ds)?;
     match c.node.shapes.len() {
         1 => {}
         3 => {
             for i in 1..3 {
                 if elems(&c.node.shapes[i]) != Some(ch) {
-                    return Err(c.err(format!("shape mismatch: output {i} {:?} must have {ch} elements", c.node.shapes[i])));
+                    return Err(
+                        c.err(format!("shape mismatch: output {i} {:?} must have {ch} elements", c.node.shapes[i]))
+                    );
                 }
             }
         }
@@ -398,15 +413,23 @@ pub fn analyze(g: &Graph) -> Result<Vec<Option<Op>>> {
         let c = Ctx { g, id, node };
         for (i, &e) in node.inputs.iter().enumerate() {
             if g.dtype(e) != f32 {
-                return Err(c.err(format!("input {i} is {}; the DNNL runtime supports float32 only", crate::value::dtype::format(g.dtype(e)).unwrap_or_default())));
+                return Err(c.err(format!(
+                    "input {i} is {}; the DNNL runtime supports float32 only",
+                    crate::value::dtype::format(g.dtype(e)).unwrap_or_default()
+                )));
             }
         }
         for (i, (t, s)) in node.dtypes.iter().zip(&node.shapes).enumerate() {
             if *t != f32 {
-                return Err(c.err(format!("output {i} is {}; the DNNL runtime supports float32 only", crate::value::dtype::format(*t).unwrap_or_default())));
+                return Err(c.err(format!(
+                    "output {i} is {}; the DNNL runtime supports float32 only",
+                    crate::value::dtype::format(*t).unwrap_or_default()
+                )));
             }
             if s.len() > super::sys::MAX_NDIMS || s.iter().any(|&d| d == 0) {
-                return Err(c.err(format!("output {i} {s:?}: empty tensors and more than 12 dimensions are not supported")));
+                return Err(
+                    c.err(format!("output {i} {s:?}: empty tensors and more than 12 dimensions are not supported"))
+                );
             }
         }
         if node.shapes.len() != 1 && node.name != "nn.batch_norm" {
@@ -427,10 +450,9 @@ pub fn analyze(g: &Graph) -> Result<Vec<Option<Op>>> {
             "add" => binary(&c, BinaryAlg::Add)?,
             "multiply" => binary(&c, BinaryAlg::Mul)?,
             other => {
-                return Err(c.err(format!(
-                    "Unsupported op: {other} (the DNNL runtime supports {})",
-                    SUPPORTED.join(", ")
-                )))
+                return Err(
+                    c.err(format!("Unsupported op: {other} (the DNNL runtime supports {})", SUPPORTED.join(", ")))
+                )
             }
         };
         ops.push(Some(op));

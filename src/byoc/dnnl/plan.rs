@@ -192,7 +192,8 @@ impl Builder<'_> {
         let BufKind::Fixed(k) = self.bufs[src.buf] else { return Err(bad("internal: not a constant")) };
         let from = d.memory(&src.md, self.fixed.ptrs[k])?;
         let to = d.memory(&md, buf.ptr())?;
-        let mut args = vec![ExecArg { arg: sys::ARG_SRC, memory: from.raw() }, ExecArg { arg: sys::ARG_DST, memory: to.raw() }];
+        let mut args =
+            vec![ExecArg { arg: sys::ARG_SRC, memory: from.raw() }, ExecArg { arg: sys::ARG_DST, memory: to.raw() }];
         let mut scratch = None;
         if let Some(smd) = d.query(&pd, sys::QUERY_SCRATCHPAD_MD) {
             let mut sb = Buf::new(smd.size(d));
@@ -298,7 +299,8 @@ impl Builder<'_> {
         let dst_md = d.plain(&[s.m, s.n])?;
         let attr = d.attr(false)?;
         let pd = d.inner_product_pd(&src.md, &w_any, &dst_md, &attr)?;
-        let w_md = d.query(&pd, sys::QUERY_WEIGHTS_MD).map(Arc::new).ok_or_else(|| bad("the inner product has no layout"))?;
+        let w_md =
+            d.query(&pd, sys::QUERY_WEIGHTS_MD).map(Arc::new).ok_or_else(|| bad("the inner product has no layout"))?;
         let w_plain = self.plain_view(weight, &[s.n, s.k])?;
         let w = if w_plain.md.same(d, &w_md) {
             w_plain
@@ -335,7 +337,13 @@ impl Builder<'_> {
         self.batch_norm_with(nid, s, md, pd, &node)
     }
 
-    fn batch_norm_in(&mut self, nid: usize, s: &super::ops::BatchNorm, md: Arc<Md>, node: &crate::byoc::json::graph::Node) -> Result<()> {
+    fn batch_norm_in(
+        &mut self,
+        nid: usize,
+        s: &super::ops::BatchNorm,
+        md: Arc<Md>,
+        node: &crate::byoc::json::graph::Node,
+    ) -> Result<()> {
         let attr = self.d.attr(false)?;
         let pd = self.d.batch_norm_pd(&md, s.epsilon, s.scale, s.center, &attr)?;
         self.batch_norm_with(nid, s, md, pd, node)
@@ -551,7 +559,10 @@ impl Plan {
     pub fn run(&self, inputs: &[&DLTensor], outputs: &[&DLTensor]) -> Result<()> {
         let data = |t: &DLTensor, what: &str, i: usize| -> Result<*mut c_void> {
             if t.device.device_type != 1 {
-                return Err(bad(format!("{what} {i} is on device type {}; the DNNL runtime needs CPU tensors", t.device.device_type)));
+                return Err(bad(format!(
+                    "{what} {i} is on device type {}; the DNNL runtime needs CPU tensors",
+                    t.device.device_type
+                )));
             }
             if !crate::device::is_contiguous(t) {
                 return Err(bad(format!("{what} {i} is not compact row-major")));

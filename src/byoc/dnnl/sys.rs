@@ -100,8 +100,10 @@ pub struct Consts {
     pub use_shift: u32,
 }
 
-const CONSTS_V2: Consts = Consts { eltwise_relu: 31, use_scale: 8, use_shift: 16 };
-const CONSTS_V3: Consts = Consts { eltwise_relu: 32, use_scale: 2, use_shift: 4 };
+/// The 2.x values.
+pub const CONSTS_V2: Consts = Consts { eltwise_relu: 31, use_scale: 8, use_shift: 16 };
+/// The 3.x values.
+pub const CONSTS_V3: Consts = Consts { eltwise_relu: 32, use_scale: 2, use_shift: 4 };
 
 /// `dnnl_version_t`.
 #[repr(C)]

@@ -155,7 +155,11 @@ impl Graph {
     fn check(&mut self, const_names: &[String]) -> Result<()> {
         let n = self.nodes.len();
         if self.node_row_ptr.len() != n + 1 {
-            return Err(bad(format!("node_row_ptr has {} items for {n} nodes (expected {})", self.node_row_ptr.len(), n + 1)));
+            return Err(bad(format!(
+                "node_row_ptr has {} items for {n} nodes (expected {})",
+                self.node_row_ptr.len(),
+                n + 1
+            )));
         }
         let mut next = 0u64;
         for (i, node) in self.nodes.iter().enumerate() {
@@ -168,12 +172,16 @@ impl Graph {
             next += node.num_outputs() as u64;
         }
         if u64::from(self.node_row_ptr[n]) != next {
-            return Err(bad(format!("node_row_ptr ends at {} but the nodes have {next} outputs", self.node_row_ptr[n])));
+            return Err(bad(format!(
+                "node_row_ptr ends at {} but the nodes have {next} outputs",
+                self.node_row_ptr[n]
+            )));
         }
         let check_entry = |e: EntryRef, user: &str| -> Result<()> {
-            let node = self.nodes.get(e.node as usize).ok_or_else(|| {
-                bad(format!("{user} reads node {}, but the graph has {n} nodes", e.node))
-            })?;
+            let node = self
+                .nodes
+                .get(e.node as usize)
+                .ok_or_else(|| bad(format!("{user} reads node {}, but the graph has {n} nodes", e.node)))?;
             if e.index as usize >= node.num_outputs() {
                 return Err(bad(format!(
                     "{user} reads output {} of node {} ({}), which has {} outputs",
@@ -203,7 +211,10 @@ impl Graph {
         let mut seen = vec![false; n];
         let mut consts = Vec::new();
         for &id in &self.arg_nodes {
-            let node = self.nodes.get(id as usize).ok_or_else(|| bad(format!("arg_nodes names node {id}, but the graph has {n} nodes")))?;
+            let node = self
+                .nodes
+                .get(id as usize)
+                .ok_or_else(|| bad(format!("arg_nodes names node {id}, but the graph has {n} nodes")))?;
             if std::mem::replace(&mut seen[id as usize], true) {
                 return Err(bad(format!("arg_nodes names node {id} twice")));
             }
@@ -216,7 +227,11 @@ impl Graph {
                         return Err(bad(format!("Found non-existent constant: {}", node.name)));
                     }
                     if node.num_outputs() != 1 {
-                        return Err(bad(format!("constant {} must have one output, not {}", node.name, node.num_outputs())));
+                        return Err(bad(format!(
+                            "constant {} must have one output, not {}",
+                            node.name,
+                            node.num_outputs()
+                        )));
                     }
                     consts.push(id);
                 }
@@ -246,7 +261,10 @@ impl Graph {
                 let used = self.heads.iter().any(|h| h.node as usize == i)
                     || self.nodes.iter().any(|m| m.inputs.iter().any(|e| e.node as usize == i));
                 if used {
-                    return Err(bad(format!("node {i} ({}) is an {:?} node missing from arg_nodes", node.name, node.kind)));
+                    return Err(bad(format!(
+                        "node {i} ({}) is an {:?} node missing from arg_nodes",
+                        node.name, node.kind
+                    )));
                 }
             }
         }
@@ -260,7 +278,9 @@ fn bad(msg: impl std::fmt::Display) -> Error {
 }
 
 fn as_u32(v: &Json, what: &str) -> Result<u32> {
-    v.as_u64().and_then(|x| u32::try_from(x).ok()).ok_or_else(|| bad(format!("{what}: {v} is not an unsigned 32-bit integer")))
+    v.as_u64()
+        .and_then(|x| u32::try_from(x).ok())
+        .ok_or_else(|| bad(format!("{what}: {v} is not an unsigned 32-bit integer")))
 }
 
 fn u32_list(v: &Json, what: &str) -> Result<Vec<u32>> {
@@ -316,7 +336,9 @@ fn parse_node(i: usize, v: &Json) -> Result<Node> {
         "input" => NodeKind::Input,
         "const" => NodeKind::Const,
         "kernel" => NodeKind::Kernel,
-        other => return Err(bad(format!("node {i} ({name}): unknown op type `{other}` (expected input, const or kernel)"))),
+        other => {
+            return Err(bad(format!("node {i} ({name}): unknown op type `{other}` (expected input, const or kernel)")))
+        }
     };
     let label = format!("{i} ({name})");
     let mut node = Node { kind, name, inputs, shapes: Vec::new(), dtypes: Vec::new(), attrs: BTreeMap::new() };
@@ -356,8 +378,8 @@ fn parse_node(i: usize, v: &Json) -> Result<Node> {
             "dtype" => {
                 have_dtype = true;
                 for t in strings(&label, key, unwrap_attr(&label, key, val)?)? {
-                    let dt = crate::value::dtype::parse(&t)
-                        .map_err(|e| bad(format!("node {label}: dtype `{t}`: {e}")))?;
+                    let dt =
+                        crate::value::dtype::parse(&t).map_err(|e| bad(format!("node {label}: dtype `{t}`: {e}")))?;
                     node.dtypes.push(dt);
                 }
             }
@@ -371,11 +393,7 @@ fn parse_node(i: usize, v: &Json) -> Result<Node> {
         return Err(bad(format!("node {label} needs both `shape` and `dtype` attributes")));
     }
     if node.shapes.len() != node.dtypes.len() {
-        return Err(bad(format!(
-            "node {label} has {} shapes but {} dtypes",
-            node.shapes.len(),
-            node.dtypes.len()
-        )));
+        return Err(bad(format!("node {label} has {} shapes but {} dtypes", node.shapes.len(), node.dtypes.len())));
     }
     if node.shapes.is_empty() {
         return Err(bad(format!("node {label} has no outputs")));
@@ -398,7 +416,9 @@ mod tests {
     use super::*;
 
     fn graph(nodes: &str, extra: &str) -> String {
-        format!(r#"{{"nodes": [{nodes}], "arg_nodes": [0, 1], "heads": [[2, 0, 0]], "node_row_ptr": [0, 1, 2, 3]{extra}}}"#)
+        format!(
+            r#"{{"nodes": [{nodes}], "arg_nodes": [0, 1], "heads": [[2, 0, 0]], "node_row_ptr": [0, 1, 2, 3]{extra}}}"#
+        )
     }
 
     const IN: &str = r#"{"op": "input", "name": "x", "attrs": {"shape": [[[1, 4]]], "dtype": [["float32"]]}}"#;
@@ -445,7 +465,9 @@ mod tests {
         let two_dtypes = IN.replace(r#"[["float32"]]"#, r#"[["float32", "float32"]]"#);
         assert!(err(&graph(&format!("{two_dtypes}, {W}, {K}"), ""), &["w"]).contains("1 shapes but 2 dtypes"));
         let unwrapped = K.replace(r#""units": [[""]]"#, r#""units": [""]"#);
-        assert!(err(&graph(&format!("{IN}, {W}, {unwrapped}"), ""), &["w"]).contains("attribute `units` must be a list"));
+        assert!(
+            err(&graph(&format!("{IN}, {W}, {unwrapped}"), ""), &["w"]).contains("attribute `units` must be a list")
+        );
         let op = IN.replace(r#""op": "input""#, r#""op": "null""#);
         assert!(err(&graph(&format!("{op}, {W}, {K}"), ""), &["w"]).contains("unknown op type `null`"));
         let args = ok.replace(r#""arg_nodes": [0, 1]"#, r#""arg_nodes": [0, 2]"#);

@@ -72,9 +72,16 @@ pub struct JsonModule(Arc<Inner>);
 
 impl JsonModule {
     /// Parses and checks a graph for `backend`.
-    pub fn new(backend: &dyn Backend, symbol: String, graph_json: String, const_names: Vec<String>) -> Result<JsonModule> {
+    pub fn new(
+        backend: &dyn Backend,
+        symbol: String,
+        graph_json: String,
+        const_names: Vec<String>,
+    ) -> Result<JsonModule> {
         let key = backend.type_key();
-        let graph = Arc::new(Graph::parse(&graph_json, &const_names).map_err(|e| e.context(format_args!("{key} module {symbol}")))?);
+        let graph = Arc::new(
+            Graph::parse(&graph_json, &const_names).map_err(|e| e.context(format_args!("{key} module {symbol}")))?,
+        );
         let prepared = backend.prepare(graph.clone()).map_err(|e| e.context(format_args!("{key} module {symbol}")))?;
         Ok(JsonModule(Arc::new(Inner {
             type_key: key,
@@ -119,7 +126,10 @@ impl Inner {
         let mut consts = Vec::with_capacity(arr.items.len());
         for (i, item) in arr.items.iter().enumerate() {
             let a = item.clone().and_then(NDArray::from_object).ok_or_else(|| {
-                Error::type_error(format!("__init_{}: constant {i} ({}) is not an NDArray", self.symbol, self.const_names[i]))
+                Error::type_error(format!(
+                    "__init_{}: constant {i} ({}) is not an NDArray",
+                    self.symbol, self.const_names[i]
+                ))
             })?;
             let node = &self.graph.nodes[self.graph.const_nodes[i] as usize];
             if a.shape() != node.shapes[0].as_slice() || a.dtype() != node.dtypes[0] {
@@ -134,7 +144,8 @@ impl Inner {
             }
             consts.push(a);
         }
-        let engine = self.prepared.init(consts).map_err(|e| e.context(format_args!("{} {}", self.type_key, self.symbol)))?;
+        let engine =
+            self.prepared.init(consts).map_err(|e| e.context(format_args!("{} {}", self.type_key, self.symbol)))?;
         *self.engine.write() = Some(engine);
         Ok(Value::Int(0))
     }
@@ -199,7 +210,9 @@ impl ModuleNode for JsonModule {
                 Ok(Value::Object(ArrayObj::new_object(items)))
             }),
             n if n == inner.symbol => PackedFunc::new(move |args, _ret| inner.run(args)),
-            n if n.strip_prefix("__init_") == Some(inner.symbol.as_str()) => PackedFunc::from_fn(move |args| inner.init(args)),
+            n if n.strip_prefix("__init_") == Some(inner.symbol.as_str()) => {
+                PackedFunc::from_fn(move |args| inner.init(args))
+            }
             _ => return Ok(None),
         }))
     }
@@ -243,7 +256,8 @@ pub fn create_global(backend: Arc<dyn Backend>) -> PackedFunc {
         let obj = args.object(2)?;
         let mut consts = Vec::new();
         if let Some(o) = obj {
-            let arr = o.downcast::<ArrayObj>().ok_or_else(|| Error::type_error("const_names must be an Array<String>"))?;
+            let arr =
+                o.downcast::<ArrayObj>().ok_or_else(|| Error::type_error("const_names must be an Array<String>"))?;
             for item in &arr.items {
                 let s = item
                     .as_ref()
@@ -260,7 +274,11 @@ pub fn create_global(backend: Arc<dyn Backend>) -> PackedFunc {
 /// not have: type key, backend, what TVM's runtime needs for it.
 pub const UNSUPPORTED: &[(&str, &str, &str)] = &[
     ("tensorrt", "TensorRT", "TVM built with USE_TENSORRT_RUNTIME and NVIDIA TensorRT"),
-    ("arm_compute_lib", "Arm Compute Library", "TVM built with USE_ARM_COMPUTE_LIB_GRAPH_EXECUTOR and the Arm Compute Library"),
+    (
+        "arm_compute_lib",
+        "Arm Compute Library",
+        "TVM built with USE_ARM_COMPUTE_LIB_GRAPH_EXECUTOR and the Arm Compute Library",
+    ),
     ("bnns_json", "Apple BNNS", "TVM built with USE_BNNS on macOS (Accelerate framework)"),
     ("clml", "OpenCL ML (CLML)", "TVM v0.11+ built with USE_CLML_GRAPH_EXECUTOR and Qualcomm's CLML SDK"),
     ("cublas_json", "cuBLAS", "TVM v0.13+ built with USE_CUBLAS and CUDA"),
