@@ -751,8 +751,9 @@ fn c_source_kernels() {
         unsafe { k::dnnl_binary_op(a.as_ptr().cast_mut(), c.as_ptr().cast_mut(), out.as_mut_ptr(), algo, &shape.raw) };
         assert_eq!(out, a.iter().zip(&c).map(|(x, y)| f(*x, *y)).collect::<Vec<_>>());
     }
-    // SAFETY: as above; algorithm 7 does not exist: an error, nothing written.
+    // Algorithm 7 does not exist: an error, nothing written.
     out.fill(9.0);
+    // SAFETY: as above.
     unsafe { k::dnnl_binary_op(a.as_ptr().cast_mut(), c.as_ptr().cast_mut(), out.as_mut_ptr(), 7, &shape.raw) };
     assert!(out.iter().all(|&v| v == 9.0) && last_error().contains("Unsupported dnnl algorithm: 7"));
     let s = [2usize, 3, 2, 2];

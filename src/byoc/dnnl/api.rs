@@ -224,6 +224,8 @@ impl Dnnl {
         let n = dims.len() as i32;
         let what = || format!("a memory descriptor for {dims:?}");
         match &self.lib.gen {
+            // SAFETY: live descriptors and attributes, an op-descriptor buffer (2.x), and
+            // arrays of MAX_NDIMS entries, as the C function expects.
             Gen::V2(v2) => {
                 let mut buf = Box::new([0u64; 128]);
                 let p = buf.as_mut_ptr().cast::<c_void>();
@@ -240,6 +242,8 @@ impl Dnnl {
                 self.check(s, what)?;
                 Ok(Md { ptr: p, keep: Keep::V2(buf), dims: dims.to_vec() })
             }
+            // SAFETY: live descriptors and attributes, an op-descriptor buffer (2.x), and
+            // arrays of MAX_NDIMS entries, as the C function expects.
             Gen::V3(v3) => {
                 let mut h = std::ptr::null_mut();
                 // SAFETY: valid out-pointer; arrays of MAX_NDIMS entries.
@@ -350,7 +354,8 @@ impl Dnnl {
         let arr = |x: [i64; 2]| dims_array(&x);
         let (st, di, pl, pr) = (arr(g.strides)?, arr(g.dilates)?, arr(g.pad_l)?, arr(g.pad_r)?);
         match &self.lib.gen {
-            // SAFETY (both arms): live descriptors and attributes; arrays of MAX_NDIMS entries.
+            // SAFETY: live descriptors and attributes, an op-descriptor buffer (2.x), and
+            // arrays of MAX_NDIMS entries, as the C function expects.
             Gen::V2(v2) => self.pd_v2(v2, attr, &what, |op| unsafe {
                 (v2.dilated_convolution_forward_desc_init)(
                     op,
@@ -366,6 +371,8 @@ impl Dnnl {
                     pr.as_ptr(),
                 )
             }),
+            // SAFETY: live descriptors and attributes, an op-descriptor buffer (2.x), and
+            // arrays of MAX_NDIMS entries, as the C function expects.
             Gen::V3(v3) => self.pd_v3(&what, |pd| unsafe {
                 (v3.convolution_forward_primitive_desc_create)(
                     pd,
@@ -391,10 +398,13 @@ impl Dnnl {
         let what = || format!("an inner product of {:?} with weights {:?}", src.dims(), w.dims());
         let null = std::ptr::null();
         match &self.lib.gen {
-            // SAFETY (both arms): live descriptors and attributes.
+            // SAFETY: live descriptors and attributes, an op-descriptor buffer (2.x), and
+            // arrays of MAX_NDIMS entries, as the C function expects.
             Gen::V2(v2) => self.pd_v2(v2, attr, &what, |op| unsafe {
                 (v2.inner_product_forward_desc_init)(op, sys::FORWARD_INFERENCE, src.raw(), w.raw(), null, dst.raw())
             }),
+            // SAFETY: live descriptors and attributes, an op-descriptor buffer (2.x), and
+            // arrays of MAX_NDIMS entries, as the C function expects.
             Gen::V3(v3) => self.pd_v3(&what, |pd| unsafe {
                 (v3.inner_product_forward_primitive_desc_create)(
                     pd,
@@ -416,10 +426,13 @@ impl Dnnl {
         let k = self.lib.k;
         let flags = sys::USE_GLOBAL_STATS | if scale { k.use_scale } else { 0 } | if shift { k.use_shift } else { 0 };
         match &self.lib.gen {
-            // SAFETY (both arms): live descriptors and attributes.
+            // SAFETY: live descriptors and attributes, an op-descriptor buffer (2.x), and
+            // arrays of MAX_NDIMS entries, as the C function expects.
             Gen::V2(v2) => self.pd_v2(v2, attr, &what, |op| unsafe {
                 (v2.batch_normalization_forward_desc_init)(op, sys::FORWARD_INFERENCE, data.raw(), epsilon, flags)
             }),
+            // SAFETY: live descriptors and attributes, an op-descriptor buffer (2.x), and
+            // arrays of MAX_NDIMS entries, as the C function expects.
             Gen::V3(v3) => self.pd_v3(&what, |pd| unsafe {
                 (v3.batch_normalization_forward_primitive_desc_create)(
                     pd,
@@ -440,10 +453,13 @@ impl Dnnl {
         let what = || format!("a ReLU of {:?}", data.dims());
         let alg = self.lib.k.eltwise_relu;
         match &self.lib.gen {
-            // SAFETY (both arms): live descriptors and attributes.
+            // SAFETY: live descriptors and attributes, an op-descriptor buffer (2.x), and
+            // arrays of MAX_NDIMS entries, as the C function expects.
             Gen::V2(v2) => self.pd_v2(v2, attr, &what, |op| unsafe {
                 (v2.eltwise_forward_desc_init)(op, sys::FORWARD_INFERENCE, alg, data.raw(), 0.0, 0.0)
             }),
+            // SAFETY: live descriptors and attributes, an op-descriptor buffer (2.x), and
+            // arrays of MAX_NDIMS entries, as the C function expects.
             Gen::V3(v3) => self.pd_v3(&what, |pd| unsafe {
                 (v3.eltwise_forward_primitive_desc_create)(
                     pd,
@@ -468,10 +484,15 @@ impl Dnnl {
             BinaryAlg::Mul => sys::BINARY_MUL,
         };
         match &self.lib.gen {
-            // SAFETY (both arms): live descriptors and attributes.
+            // SAFETY: live descriptors and attributes, an op-descriptor buffer (2.x), and
+            // arrays of MAX_NDIMS entries, as the C function expects.
             Gen::V2(v2) => {
+                // SAFETY: live descriptors and attributes, an op-descriptor buffer (2.x), and
+                // arrays of MAX_NDIMS entries, as the C function expects.
                 self.pd_v2(v2, attr, &what, |op| unsafe { (v2.binary_desc_init)(op, alg, a.raw(), b.raw(), dst.raw()) })
             }
+            // SAFETY: live descriptors and attributes, an op-descriptor buffer (2.x), and
+            // arrays of MAX_NDIMS entries, as the C function expects.
             Gen::V3(v3) => self.pd_v3(&what, |pd| unsafe {
                 (v3.binary_primitive_desc_create)(pd, self.engine, alg, a.raw(), b.raw(), dst.raw(), attr.0)
             }),
@@ -498,9 +519,12 @@ impl Dnnl {
     }
 
     /// A memory over `data` (not owned; NULL is set later with [`Dnnl::set_data`]).
-    pub fn memory(&self, md: &Md, data: *mut c_void) -> Result<Memory> {
+    ///
+    /// # Safety
+    /// `data` is NULL or holds the descriptor's size for as long as the memory is used.
+    pub unsafe fn memory(&self, md: &Md, data: *mut c_void) -> Result<Memory> {
         let mut m = std::ptr::null_mut();
-        // SAFETY: a live descriptor and engine; `data` is a user buffer (DNNL_MEMORY_NONE if NULL).
+        // SAFETY: a live descriptor and engine; `data` per contract (DNNL_MEMORY_NONE if NULL).
         let s = unsafe { (self.lib.c.memory_create)(&mut m, md.raw(), self.engine, data) };
         self.check(s, || "creating a memory".into())?;
         Ok(Memory(m))

@@ -23,6 +23,9 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Arc, OnceLock};
 
+/// Input shapes and output shapes.
+pub type Shapes = (Vec<Vec<i64>>, Vec<Vec<i64>>);
+
 /// One kernel call's parameters (the cache key).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Kernel {
@@ -77,7 +80,7 @@ impl Kernel {
     }
 
     /// The input shapes and the output shapes of the call.
-    pub fn shapes(&self) -> Result<(Vec<Vec<i64>>, Vec<Vec<i64>>)> {
+    pub fn shapes(&self) -> Result<Shapes> {
         let positive = |v: &[i64]| -> Result<()> {
             if v.is_empty() || v.len() > super::sys::MAX_NDIMS || v.iter().any(|&d| d <= 0) {
                 return Err(Error::value(format!("DNNL kernel: bad shape {v:?}")));

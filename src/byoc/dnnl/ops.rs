@@ -426,7 +426,7 @@ pub fn analyze(g: &Graph) -> Result<Vec<Option<Op>>> {
                     crate::value::dtype::format(*t).unwrap_or_default()
                 )));
             }
-            if s.len() > super::sys::MAX_NDIMS || s.iter().any(|&d| d == 0) {
+            if s.len() > super::sys::MAX_NDIMS || s.contains(&0) {
                 return Err(
                     c.err(format!("output {i} {s:?}: empty tensors and more than 12 dimensions are not supported"))
                 );

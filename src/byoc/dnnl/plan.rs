@@ -190,14 +190,16 @@ impl Builder<'_> {
         let pd = d.reorder_pd(&src.md, &md, &attr)?;
         let prim = d.primitive(&pd)?;
         let BufKind::Fixed(k) = self.bufs[src.buf] else { return Err(bad("internal: not a constant")) };
-        let from = d.memory(&src.md, self.fixed.ptrs[k])?;
-        let to = d.memory(&md, buf.ptr())?;
+        // SAFETY: the constant's storage and `buf` hold their descriptors' sizes and outlive
+        // these memories.
+        let (from, to) = unsafe { (d.memory(&src.md, self.fixed.ptrs[k])?, d.memory(&md, buf.ptr())?) };
         let mut args =
             vec![ExecArg { arg: sys::ARG_SRC, memory: from.raw() }, ExecArg { arg: sys::ARG_DST, memory: to.raw() }];
         let mut scratch = None;
         if let Some(smd) = d.query(&pd, sys::QUERY_SCRATCHPAD_MD) {
             let mut sb = Buf::new(smd.size(d));
-            let m = d.memory(&smd, sb.ptr())?;
+            // SAFETY: `sb` holds the scratchpad's size and outlives the memory.
+            let m = unsafe { d.memory(&smd, sb.ptr())? };
             args.push(ExecArg { arg: sys::ARG_SCRATCHPAD, memory: m.raw() });
             scratch = Some((sb, m));
         }
@@ -536,7 +538,9 @@ impl Plan {
         for step in &self.steps {
             let mut a = Vec::with_capacity(step.args.len() + 1);
             for (arg, v) in &step.args {
-                let m = d.memory(&v.md, ptrs[v.buf])?;
+                // SAFETY: temporaries and constants hold their descriptors' sizes and live as long
+                // as the context; caller buffers are NULL until a call binds them.
+                let m = unsafe { d.memory(&v.md, ptrs[v.buf])? };
                 match self.bufs[v.buf] {
                     BufKind::Input(i) => io.push((m.raw(), true, i)),
                     BufKind::Output(i) => io.push((m.raw(), false, i)),
@@ -546,7 +550,8 @@ impl Plan {
                 mems.push(m);
             }
             if let Some(smd) = &step.scratch {
-                let m = d.memory(smd, scratch.ptr())?;
+                // SAFETY: the scratchpad holds the largest step's size and lives with the context.
+                let m = unsafe { d.memory(smd, scratch.ptr())? };
                 a.push(ExecArg { arg: sys::ARG_SCRATCHPAD, memory: m.raw() });
                 mems.push(m);
             }
