@@ -215,7 +215,7 @@ pub struct ConvGeom {
 }
 
 impl Dnnl {
-    fn check(&self, s: sys::Status, what: impl FnOnce() -> String) -> Result<()> {
+    fn check(&self, s: sys::DnnlStatus, what: impl FnOnce() -> String) -> Result<()> {
         self.lib.check(s, what)
     }
 
@@ -328,7 +328,7 @@ impl Dnnl {
         v2: &sys::V2,
         attr: &Attr,
         what: &dyn Fn() -> String,
-        init: impl FnOnce(*mut c_void) -> sys::Status,
+        init: impl FnOnce(*mut c_void) -> sys::DnnlStatus,
     ) -> Result<Arc<Pd>> {
         let mut op = vec![0u64; sys::V2_OP_DESC_BYTES / 8];
         self.check(init(op.as_mut_ptr().cast()), || format!("describing {}", what()))?;
@@ -341,7 +341,7 @@ impl Dnnl {
         Ok(Arc::new(Pd(pd)))
     }
 
-    fn pd_v3(&self, what: &dyn Fn() -> String, create: impl FnOnce(*mut Handle) -> sys::Status) -> Result<Arc<Pd>> {
+    fn pd_v3(&self, what: &dyn Fn() -> String, create: impl FnOnce(*mut Handle) -> sys::DnnlStatus) -> Result<Arc<Pd>> {
         let mut pd = std::ptr::null_mut();
         self.check(create(&mut pd), || format!("creating {}", what()))?;
         Ok(Arc::new(Pd(pd)))

@@ -22,7 +22,7 @@ use std::ffi::{c_char, c_void, CStr};
 use std::sync::OnceLock;
 
 /// `dnnl_status_t`.
-pub type Status = i32;
+pub type DnnlStatus = i32;
 /// Any oneDNN object handle.
 pub type Handle = *mut c_void;
 /// `dnnl_dims_t`.
@@ -31,9 +31,9 @@ pub type Dims = [i64; MAX_NDIMS];
 /// `DNNL_MAX_NDIMS`.
 pub const MAX_NDIMS: usize = 12;
 /// `dnnl_success`.
-pub const SUCCESS: Status = 0;
+pub const SUCCESS: DnnlStatus = 0;
 /// `dnnl_unimplemented`.
-pub const UNIMPLEMENTED: Status = 3;
+pub const UNIMPLEMENTED: DnnlStatus = 3;
 /// `dnnl_f32`.
 pub const F32: i32 = 3;
 /// `dnnl_format_tag_any`.
@@ -125,39 +125,39 @@ pub struct ExecArg {
 }
 
 type Md = *const c_void;
-type Fn0 = unsafe extern "C" fn(Handle) -> Status;
+type Fn0 = unsafe extern "C" fn(Handle) -> DnnlStatus;
 
 /// Entry points with one signature in both generations.
 pub struct Common {
     pub version: unsafe extern "C" fn() -> *const Version,
-    pub engine_create: unsafe extern "C" fn(*mut Handle, i32, usize) -> Status,
+    pub engine_create: unsafe extern "C" fn(*mut Handle, i32, usize) -> DnnlStatus,
     pub engine_destroy: Fn0,
-    pub stream_create: unsafe extern "C" fn(*mut Handle, Handle, u32) -> Status,
+    pub stream_create: unsafe extern "C" fn(*mut Handle, Handle, u32) -> DnnlStatus,
     pub stream_wait: Fn0,
     pub stream_destroy: Fn0,
-    pub memory_create: unsafe extern "C" fn(*mut Handle, Md, Handle, *mut c_void) -> Status,
-    pub memory_set_data_handle: unsafe extern "C" fn(Handle, *mut c_void) -> Status,
+    pub memory_create: unsafe extern "C" fn(*mut Handle, Md, Handle, *mut c_void) -> DnnlStatus,
+    pub memory_set_data_handle: unsafe extern "C" fn(Handle, *mut c_void) -> DnnlStatus,
     pub memory_destroy: Fn0,
     pub memory_desc_equal: unsafe extern "C" fn(Md, Md) -> i32,
     pub memory_desc_get_size: unsafe extern "C" fn(Md) -> usize,
     pub primitive_desc_query_md: unsafe extern "C" fn(Handle, i32, i32) -> Md,
     pub primitive_desc_destroy: Fn0,
-    pub primitive_create: unsafe extern "C" fn(*mut Handle, Handle) -> Status,
-    pub primitive_execute: unsafe extern "C" fn(Handle, Handle, i32, *const ExecArg) -> Status,
+    pub primitive_create: unsafe extern "C" fn(*mut Handle, Handle) -> DnnlStatus,
+    pub primitive_execute: unsafe extern "C" fn(Handle, Handle, i32, *const ExecArg) -> DnnlStatus,
     pub primitive_destroy: Fn0,
-    pub primitive_attr_create: unsafe extern "C" fn(*mut Handle) -> Status,
+    pub primitive_attr_create: unsafe extern "C" fn(*mut Handle) -> DnnlStatus,
     pub primitive_attr_destroy: Fn0,
-    pub primitive_attr_set_post_ops: unsafe extern "C" fn(Handle, Handle) -> Status,
-    pub primitive_attr_set_scratchpad_mode: unsafe extern "C" fn(Handle, i32) -> Status,
-    pub post_ops_create: unsafe extern "C" fn(*mut Handle) -> Status,
+    pub primitive_attr_set_post_ops: unsafe extern "C" fn(Handle, Handle) -> DnnlStatus,
+    pub primitive_attr_set_scratchpad_mode: unsafe extern "C" fn(Handle, i32) -> DnnlStatus,
+    pub post_ops_create: unsafe extern "C" fn(*mut Handle) -> DnnlStatus,
     pub post_ops_destroy: Fn0,
-    pub reorder_primitive_desc_create: unsafe extern "C" fn(*mut Handle, Md, Handle, Md, Handle, Handle) -> Status,
+    pub reorder_primitive_desc_create: unsafe extern "C" fn(*mut Handle, Md, Handle, Md, Handle, Handle) -> DnnlStatus,
 }
 
 /// 2.x entry points (op descriptors).
 pub struct V2 {
-    pub memory_desc_init_by_tag: unsafe extern "C" fn(*mut c_void, i32, *const i64, i32, i32) -> Status,
-    pub memory_desc_init_by_strides: unsafe extern "C" fn(*mut c_void, i32, *const i64, i32, *const i64) -> Status,
+    pub memory_desc_init_by_tag: unsafe extern "C" fn(*mut c_void, i32, *const i64, i32, i32) -> DnnlStatus,
+    pub memory_desc_init_by_strides: unsafe extern "C" fn(*mut c_void, i32, *const i64, i32, *const i64) -> DnnlStatus,
     #[allow(clippy::type_complexity, reason = "the C signature")]
     pub dilated_convolution_forward_desc_init: unsafe extern "C" fn(
         *mut c_void,
@@ -171,19 +171,19 @@ pub struct V2 {
         *const i64,
         *const i64,
         *const i64,
-    ) -> Status,
-    pub inner_product_forward_desc_init: unsafe extern "C" fn(*mut c_void, i32, Md, Md, Md, Md) -> Status,
-    pub batch_normalization_forward_desc_init: unsafe extern "C" fn(*mut c_void, i32, Md, f32, u32) -> Status,
-    pub eltwise_forward_desc_init: unsafe extern "C" fn(*mut c_void, i32, i32, Md, f32, f32) -> Status,
-    pub binary_desc_init: unsafe extern "C" fn(*mut c_void, i32, Md, Md, Md) -> Status,
-    pub primitive_desc_create: unsafe extern "C" fn(*mut Handle, *const c_void, Handle, Handle, Handle) -> Status,
-    pub post_ops_append_eltwise: unsafe extern "C" fn(Handle, f32, i32, f32, f32) -> Status,
+    ) -> DnnlStatus,
+    pub inner_product_forward_desc_init: unsafe extern "C" fn(*mut c_void, i32, Md, Md, Md, Md) -> DnnlStatus,
+    pub batch_normalization_forward_desc_init: unsafe extern "C" fn(*mut c_void, i32, Md, f32, u32) -> DnnlStatus,
+    pub eltwise_forward_desc_init: unsafe extern "C" fn(*mut c_void, i32, i32, Md, f32, f32) -> DnnlStatus,
+    pub binary_desc_init: unsafe extern "C" fn(*mut c_void, i32, Md, Md, Md) -> DnnlStatus,
+    pub primitive_desc_create: unsafe extern "C" fn(*mut Handle, *const c_void, Handle, Handle, Handle) -> DnnlStatus,
+    pub post_ops_append_eltwise: unsafe extern "C" fn(Handle, f32, i32, f32, f32) -> DnnlStatus,
 }
 
 /// 3.x entry points (direct primitive descriptors, opaque memory descriptors).
 pub struct V3 {
-    pub memory_desc_create_with_tag: unsafe extern "C" fn(*mut Handle, i32, *const i64, i32, i32) -> Status,
-    pub memory_desc_create_with_strides: unsafe extern "C" fn(*mut Handle, i32, *const i64, i32, *const i64) -> Status,
+    pub memory_desc_create_with_tag: unsafe extern "C" fn(*mut Handle, i32, *const i64, i32, i32) -> DnnlStatus,
+    pub memory_desc_create_with_strides: unsafe extern "C" fn(*mut Handle, i32, *const i64, i32, *const i64) -> DnnlStatus,
     pub memory_desc_destroy: Fn0,
     #[allow(clippy::type_complexity, reason = "the C signature")]
     pub convolution_forward_primitive_desc_create: unsafe extern "C" fn(
@@ -200,15 +200,15 @@ pub struct V3 {
         *const i64,
         *const i64,
         Handle,
-    ) -> Status,
+    ) -> DnnlStatus,
     pub inner_product_forward_primitive_desc_create:
-        unsafe extern "C" fn(*mut Handle, Handle, i32, Md, Md, Md, Md, Handle) -> Status,
+        unsafe extern "C" fn(*mut Handle, Handle, i32, Md, Md, Md, Md, Handle) -> DnnlStatus,
     pub batch_normalization_forward_primitive_desc_create:
-        unsafe extern "C" fn(*mut Handle, Handle, i32, Md, Md, f32, u32, Handle) -> Status,
+        unsafe extern "C" fn(*mut Handle, Handle, i32, Md, Md, f32, u32, Handle) -> DnnlStatus,
     pub eltwise_forward_primitive_desc_create:
-        unsafe extern "C" fn(*mut Handle, Handle, i32, i32, Md, Md, f32, f32, Handle) -> Status,
-    pub binary_primitive_desc_create: unsafe extern "C" fn(*mut Handle, Handle, i32, Md, Md, Md, Handle) -> Status,
-    pub post_ops_append_eltwise: unsafe extern "C" fn(Handle, i32, f32, f32) -> Status,
+        unsafe extern "C" fn(*mut Handle, Handle, i32, i32, Md, Md, f32, f32, Handle) -> DnnlStatus,
+    pub binary_primitive_desc_create: unsafe extern "C" fn(*mut Handle, Handle, i32, Md, Md, Md, Handle) -> DnnlStatus,
+    pub post_ops_append_eltwise: unsafe extern "C" fn(Handle, i32, f32, f32) -> DnnlStatus,
 }
 
 /// The generation-specific part.
@@ -350,7 +350,7 @@ fn open() -> std::result::Result<Lib, String> {
 }
 
 /// The text of a status.
-pub fn status_name(s: Status) -> &'static str {
+pub fn status_name(s: DnnlStatus) -> &'static str {
     match s {
         0 => "success",
         1 => "out of memory",
@@ -386,7 +386,7 @@ impl Lib {
     }
 
     /// Turns a status into a result.
-    pub fn check(&self, s: Status, what: impl FnOnce() -> String) -> Result<()> {
+    pub fn check(&self, s: DnnlStatus, what: impl FnOnce() -> String) -> Result<()> {
         if s == SUCCESS {
             Ok(())
         } else {
