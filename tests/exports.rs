@@ -89,7 +89,8 @@ fn exports_exactly_the_c_api() {
         .filter_map(|l| l.split_whitespace().nth(2).map(str::to_owned))
         .collect();
     got.sort();
-    let mut want: Vec<String> = HEADER_FUNCTIONS.iter().chain(EXTRA.iter()).chain(DNNL_KERNELS.iter()).map(|s| (*s).to_owned()).collect();
+    let mut want: Vec<String> =
+        HEADER_FUNCTIONS.iter().chain(EXTRA.iter()).chain(DNNL_KERNELS.iter()).map(|s| (*s).to_owned()).collect();
     want.sort();
     assert_eq!(got, want);
 }

@@ -183,7 +183,8 @@ pub struct V2 {
 /// 3.x entry points (direct primitive descriptors, opaque memory descriptors).
 pub struct V3 {
     pub memory_desc_create_with_tag: unsafe extern "C" fn(*mut Handle, i32, *const i64, i32, i32) -> DnnlStatus,
-    pub memory_desc_create_with_strides: unsafe extern "C" fn(*mut Handle, i32, *const i64, i32, *const i64) -> DnnlStatus,
+    pub memory_desc_create_with_strides:
+        unsafe extern "C" fn(*mut Handle, i32, *const i64, i32, *const i64) -> DnnlStatus,
     pub memory_desc_destroy: Fn0,
     #[allow(clippy::type_complexity, reason = "the C signature")]
     pub convolution_forward_primitive_desc_create: unsafe extern "C" fn(
