@@ -212,78 +212,15 @@ def test_dense_batch_norm_add_vs_numpy():
 
 
 # ---------------------------------------------------------------------------------------------
-# C-source BYOC: the C++ TVM v0.8's DNNL C-source codegen emits (JitImpl / GenerateBackendCFunc),
-# for a region conv2d+bias+relu -> relu -> add -> dense, with the kernels declared as in
-# src/runtime/contrib/dnnl/dnnl_kernel.h.
+# C-source BYOC: tests/fixtures/dnnl_csrc.cc, the C++ TVM v0.8's DNNL C-source codegen emits for a
+# region conv2d+bias+relu -> relu -> add -> dense.
 
-C_SOURCE = r"""
-#include <cstdint>
-#include <cstdlib>
-#include <cstring>
-#include <vector>
-#include <dlpack/dlpack.h>
-#include <tvm/runtime/c_runtime_api.h>
-extern "C" {
-void dnnl_fused_conv2d_bias_relu(float* data, float* weights, float* bias, float* out, int p_N_, int p_C_,
-    int p_H_, int p_W_, int p_O_, int p_G_, int p_Ph0_, int p_Pw0_, int p_Ph1_, int p_Pw1_, int p_Kh_,
-    int p_Kw_, int p_Sh_, int p_Sw_);
-void dnnl_dense(float* data, float* weight, float* out, int p_B_, int p_I_, int p_O_);
-void dnnl_relu(float* data, float* out, std::vector<int64_t> shape);
-void dnnl_binary_op(float* data, float* weight, float* out, int binary_algo, std::vector<int64_t> shape);
-}
-void dnnl_0_(float* dnnl_0_i0, float* dnnl_0_i1, float* dnnl_0_i2, float* dnnl_0_i3, float* out0) {
-  float* buf_0 = (float*)std::malloc(4 * 288);
-  float* buf_1 = (float*)std::malloc(4 * 288);
-  float* buf_2 = (float*)std::malloc(4 * 288);
-  float* buf_3 = (float*)std::malloc(4 * 6);
-
-  dnnl_fused_conv2d_bias_relu(dnnl_0_i0, dnnl_0_i1, dnnl_0_i2, buf_0, 2, 3, 6, 6, 4, 1, 1, 1, 1, 1, 3, 3, 1, 1);
-  dnnl_relu(buf_0, buf_1, std::vector<long int>{2,4,6,6,});
-  dnnl_binary_op(buf_0, buf_1, buf_2, 0, std::vector<long int>{2,4,6,6,});
-  dnnl_dense(buf_2, dnnl_0_i3, buf_3, 2, 144, 3);
-  memcpy(out0, buf_3, 4 * 6);
-  free(buf_0);
-  free(buf_1);
-  free(buf_2);
-  free(buf_3);
-}
-
-int dnnl_0_wrapper_(DLTensor* arg0,
-	DLTensor* arg1,
-	DLTensor* arg2,
-	DLTensor* arg3,
-	DLTensor* out0) {
-  dnnl_0_((float*)(arg0->data),
-  (float*)(arg1->data),
-  (float*)(arg2->data),
-  (float*)(arg3->data),
-  (float*)(out0->data));
-  return 0;
-}
-
-#ifdef __cplusplus
-extern "C" {
-#endif
-TVM_DLL int32_t dnnl_0(TVMValue* args, int* type_code, int num_args, TVMValue* out_value, int* out_type_code) {
-  DLTensor* arg0 = (DLTensor*)(((TVMValue*)args)[0].v_handle);
-  DLTensor* arg1 = (DLTensor*)(((TVMValue*)args)[1].v_handle);
-  DLTensor* arg2 = (DLTensor*)(((TVMValue*)args)[2].v_handle);
-  DLTensor* arg3 = (DLTensor*)(((TVMValue*)args)[3].v_handle);
-  DLTensor* ret4 = (DLTensor*)(((TVMValue*)args)[4].v_handle);
-  dnnl_0_wrapper_(arg0,arg1,arg2,arg3,ret4);
-  return 0;
-}
-#ifdef __cplusplus
-}
-#endif
-"""
+C_SOURCE = os.path.join(ROOT, "tests", "fixtures", "dnnl_csrc.cc")
 
 
 def test_c_source_byoc_library():
     with tempfile.TemporaryDirectory() as tmp:
-        src = os.path.join(tmp, "dnnl_csrc.cc")
-        with open(src, "w") as f:
-            f.write(C_SOURCE)
+        src = C_SOURCE
         so = os.path.join(tmp, "libdnnl_csrc.so")
         # Not linked against the runtime: the dnnl_* symbols resolve to the loaded libtvm_runtime.so.
         subprocess.check_call(["c++", "-shared", "-fPIC", "-O1", "-I" + os.path.join(ROOT, "include"), "-o", so, src])
