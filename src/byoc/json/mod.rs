@@ -303,3 +303,73 @@ pub fn register_unsupported(r: &mut Registrar<'_>, have: &'static [&'static str]
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A backend whose engine copies input 0 into output 0.
+    struct Copy;
+    struct CopyPrepared;
+    struct CopyEngine;
+
+    impl Backend for Copy {
+        fn type_key(&self) -> &'static str {
+            "copy_json"
+        }
+        fn prepare(&self, _graph: Arc<Graph>) -> Result<Box<dyn Prepared>> {
+            Ok(Box::new(CopyPrepared))
+        }
+    }
+    impl Prepared for CopyPrepared {
+        fn init(&self, _consts: Vec<NDArray>) -> Result<Arc<dyn Engine>> {
+            Ok(Arc::new(CopyEngine))
+        }
+    }
+    impl Engine for CopyEngine {
+        fn run(&self, inputs: &[&DLTensor], outputs: &[&DLTensor]) -> Result<()> {
+            crate::ndarray::copy_tensor(inputs[0], outputs[0], std::ptr::null_mut())
+        }
+    }
+
+    const GRAPH: &str = r#"{"nodes": [{"op": "input", "name": "x", "attrs": {"shape": [[[2]]], "dtype": [["float32"]]}},
+        {"op": "const", "name": "f_const_0", "attrs": {"shape": [[[2]]], "dtype": [["float32"]]}}],
+        "arg_nodes": [0, 1], "heads": [[0, 0, 0]], "node_row_ptr": [0, 1, 2]}"#;
+
+    fn f32_array(v: &[f32]) -> NDArray {
+        let a = NDArray::empty(
+            &[v.len() as i64],
+            crate::abi::DLDataType { code: 2, bits: 32, lanes: 1 },
+            crate::abi::DLDevice { device_type: 1, device_id: 0 },
+        )
+        .unwrap();
+        a.copy_from_bytes(&v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<_>>()).unwrap();
+        a
+    }
+
+    #[test]
+    fn functions_and_round_trip() {
+        let m = JsonModule::new(&Copy, "f".into(), GRAPH.into(), vec!["f_const_0".into()]).unwrap();
+        let bytes = m.save_to_binary().unwrap();
+        let (symbol, graph, consts) = read_payload(&mut Reader::new(&bytes, "test")).unwrap();
+        assert_eq!((symbol.as_str(), graph.as_str(), consts), ("f", GRAPH, vec!["f_const_0".to_owned()]));
+        assert_eq!(m.get_source("json").unwrap(), GRAPH);
+        let m = Module::new(m);
+        let get = |n: &str| m.get_function(n, false).unwrap();
+        assert!(matches!(get("get_symbol").unwrap().call(&[]).unwrap(), Value::Str(s) if s.as_str() == "f"));
+        assert!(get("other").is_none());
+        let (x, y) = (f32_array(&[1.0, 2.0]), f32_array(&[0.0, 0.0]));
+        let run = get("f").unwrap();
+        let e = run.call(&[Value::NDArray(x.clone()), Value::NDArray(y.clone())]).unwrap_err();
+        assert!(e.to_string().contains("The module has not been initialized"), "{e}");
+        let init = get("__init_f").unwrap();
+        let e = init.call(&[Value::Object(ArrayObj::new_object(vec![]))]).unwrap_err();
+        assert!(e.to_string().contains("0 given, 1 required"), "{e}");
+        let consts = ArrayObj::new_object(vec![Some(f32_array(&[3.0, 4.0]).into_object())]);
+        assert!(matches!(init.call(&[Value::Object(consts)]).unwrap(), Value::Int(0)));
+        run.call(&[Value::NDArray(x), Value::NDArray(y.clone())]).unwrap();
+        assert_eq!(y.to_bytes().unwrap(), f32_array(&[1.0, 2.0]).to_bytes().unwrap());
+        let e = run.call(&[Value::NDArray(y)]).unwrap_err();
+        assert!(e.to_string().contains("1 given, 2 required"), "{e}");
+    }
+}
