@@ -49,7 +49,17 @@ impl Backend for DnnlBackend {
 impl Prepared for DnnlGraph {
     fn init(&self, consts: Vec<NDArray>) -> Result<Arc<dyn Engine>> {
         let (d, graph, ops) = (self.d, self.graph.clone(), self.ops.clone());
-        let build = move || plan::Plan::build(d, &graph, &ops, consts).map(Arc::new);
+        // A panic while building becomes the build's error (waiters must never hang).
+        let build = move || {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| plan::Plan::build(d, &graph, &ops, consts)))
+                .unwrap_or_else(|p| {
+                    Err(crate::error::Error::internal(format!(
+                        "DNNL: building the primitives panicked: {}",
+                        crate::error::panic_payload_text(&*p)
+                    )))
+                })
+                .map(Arc::new)
+        };
         if std::env::var("TVM_DNNL_SYNC_INIT").is_ok_and(|v| v == "1") {
             return Ok(Arc::new(Built(Mutex::new(Some(build())), Condvar::new())));
         }
