@@ -13,7 +13,7 @@
 //! C++ truncates): that is kept.
 
 use super::ops::{self, Conv};
-use super::plan::Plan;
+use super::plan::{Instance, Plan};
 use crate::abi::{DLDataType, DLDevice, DLTensor};
 use crate::byoc::json::graph::Graph;
 use crate::error::{Error, Result};
@@ -156,9 +156,9 @@ impl Kernel {
     }
 }
 
-type Cache = Mutex<HashMap<Kernel, Arc<Plan>>>;
+type Cache = Mutex<HashMap<Kernel, Arc<Instance>>>;
 
-fn plan(k: &Kernel) -> Result<Arc<Plan>> {
+fn instance(k: &Kernel) -> Result<Arc<Instance>> {
     static CACHE: OnceLock<Cache> = OnceLock::new();
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
     if let Some(p) = cache.lock().get(k) {
@@ -167,7 +167,7 @@ fn plan(k: &Kernel) -> Result<Arc<Plan>> {
     let d = super::api::dnnl()?;
     let g = k.graph()?;
     let ops = ops::analyze(&g)?;
-    let p = Arc::new(Plan::build(d, &g, &ops, Vec::new())?);
+    let p = Arc::new(Instance::new(Arc::new(Plan::build(d, &g, &ops)?), Vec::new())?);
     // Bounded: a program calls its kernels with a fixed set of shapes; a pathological caller
     // only costs rebuilding.
     let mut c = cache.lock();
@@ -199,7 +199,7 @@ pub unsafe fn run(k: &Kernel, inputs: &[*mut f32], outputs: &[*mut f32]) -> Resu
     if inputs.len() != ins.len() || outputs.len() != outs.len() || inputs.iter().chain(outputs).any(|p| p.is_null()) {
         return Err(Error::value("DNNL kernel: a NULL buffer"));
     }
-    let p = plan(k)?;
+    let p = instance(k)?;
     let it: Vec<DLTensor> = inputs.iter().zip(&ins).map(|(&d, s)| tensor(d.cast(), s)).collect();
     let ot: Vec<DLTensor> = outputs.iter().zip(&outs).map(|(&d, s)| tensor(d.cast(), s)).collect();
     let ir: Vec<&DLTensor> = it.iter().collect();

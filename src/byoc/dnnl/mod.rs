@@ -5,11 +5,12 @@
 //! A module loads only where oneDNN can be opened: elsewhere loading fails with an error naming
 //! the libraries looked for (everything else in the runtime is unaffected).
 //!
-//! Initialisation (`__init_<symbol>`, which the metadata module calls while a graph executor is
-//! created) checks the constants at once and then builds the oneDNN primitives on a background
-//! thread, so that creating an executor does not wait for oneDNN's code generation (and the
-//! regions of a model build in parallel); the first call waits for the build and reports its
-//! error, if any. `TVM_DNNL_SYNC_INIT=1` builds during `__init_` instead.
+//! The oneDNN primitives depend on shapes only, so they are built on a background thread started
+//! when the module is loaded: loading, creating an executor (whose `__init_<symbol>` only checks
+//! and keeps the constants) and oneDNN's code generation overlap, and the regions of a model
+//! build in parallel. The first call waits for the build, runs the constant-weight reorders once,
+//! and reports the build's error, if any. `TVM_DNNL_SYNC_INIT=1` builds during loading and
+//! prepares the constants during `__init_` instead.
 
 pub mod api;
 pub mod kernels;
@@ -23,77 +24,55 @@ use crate::abi::DLTensor;
 use crate::error::Result;
 use crate::ndarray::NDArray;
 use parking_lot::{Condvar, Mutex};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// The `dnnl_json` backend.
 pub struct DnnlBackend;
 
-struct DnnlGraph {
-    graph: Arc<Graph>,
-    ops: Vec<Option<ops::Op>>,
-    d: &'static api::Dnnl,
+fn sync_init() -> bool {
+    std::env::var("TVM_DNNL_SYNC_INIT").is_ok_and(|v| v == "1")
 }
 
-impl Backend for DnnlBackend {
-    fn type_key(&self) -> &'static str {
-        "dnnl_json"
-    }
+/// A value computed on a background thread (or at once): waiters block until it is there.
+struct Built<T>(Mutex<Option<Result<T>>>, Condvar);
 
-    fn prepare(&self, graph: Arc<Graph>) -> Result<Box<dyn Prepared>> {
-        let ops = ops::analyze(&graph)?;
-        let d = api::dnnl()?;
-        Ok(Box::new(DnnlGraph { graph, ops, d }))
-    }
-}
-
-impl Prepared for DnnlGraph {
-    fn init(&self, consts: Vec<NDArray>) -> Result<Arc<dyn Engine>> {
-        let (d, graph, ops) = (self.d, self.graph.clone(), self.ops.clone());
-        // A panic while building becomes the build's error (waiters must never hang).
-        let build = move || {
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| plan::Plan::build(d, &graph, &ops, consts)))
-                .unwrap_or_else(|p| {
-                    Err(crate::error::Error::internal(format!(
-                        "DNNL: building the primitives panicked: {}",
-                        crate::error::panic_payload_text(&*p)
-                    )))
-                })
-                .map(Arc::new)
-        };
-        if std::env::var("TVM_DNNL_SYNC_INIT").is_ok_and(|v| v == "1") {
-            return Ok(Arc::new(Built(Mutex::new(Some(build())), Condvar::new())));
-        }
+impl<T: Clone + Send + 'static> Built<T> {
+    /// Runs `f` on a new thread (here when `sync` is set or no thread can be started). A panic
+    /// in `f` becomes its error: waiters never hang.
+    fn start(sync: bool, f: impl FnOnce() -> Result<T> + Send + 'static) -> Arc<Built<T>> {
         let built = Arc::new(Built(Mutex::new(None), Condvar::new()));
         let slot = built.clone();
         let job = move || {
-            let r = build();
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
+                Err(crate::error::Error::internal(format!(
+                    "DNNL: building the primitives panicked: {}",
+                    crate::error::panic_payload_text(&*p)
+                )))
+            });
             *slot.0.lock() = Some(r);
             slot.1.notify_all();
         };
-        // Without a thread (resource limits), build here.
         let job = Arc::new(Mutex::new(Some(job)));
-        let spawned = {
+        let spawned = !sync && {
             let job = job.clone();
-            std::thread::Builder::new().name("tvm-dnnl-build".into()).spawn(move || {
-                if let Some(f) = job.lock().take() {
-                    f()
-                }
-            })
+            std::thread::Builder::new()
+                .name("tvm-dnnl-build".into())
+                .spawn(move || {
+                    if let Some(f) = job.lock().take() {
+                        f()
+                    }
+                })
+                .is_ok()
         };
-        if spawned.is_err() {
+        if !spawned {
             if let Some(f) = job.lock().take() {
                 f()
             }
         }
-        Ok(built)
+        built
     }
-}
 
-/// A plan being built (or built): the result and a condition variable to wait on.
-struct Built(Mutex<Option<Result<Arc<plan::Plan>>>>, Condvar);
-
-impl Built {
-    fn plan(&self) -> Result<Arc<plan::Plan>> {
+    fn wait(&self) -> Result<T> {
         let mut g = self.0.lock();
         loop {
             if let Some(r) = g.as_ref() {
@@ -104,8 +83,53 @@ impl Built {
     }
 }
 
-impl Engine for Built {
+/// A checked graph whose primitives are being built.
+struct DnnlGraph(Arc<Built<Arc<plan::Plan>>>);
+
+impl Backend for DnnlBackend {
+    fn type_key(&self) -> &'static str {
+        "dnnl_json"
+    }
+
+    fn prepare(&self, graph: Arc<Graph>) -> Result<Box<dyn Prepared>> {
+        let ops = ops::analyze(&graph)?;
+        let d = api::dnnl()?;
+        let built = Built::start(sync_init(), move || plan::Plan::build(d, &graph, &ops).map(Arc::new));
+        Ok(Box::new(DnnlGraph(built)))
+    }
+}
+
+/// The engine of one `__init_`: the plan (when built) with the constants, made at first use.
+struct Engine1 {
+    plan: Arc<Built<Arc<plan::Plan>>>,
+    consts: Mutex<Option<Vec<NDArray>>>,
+    instance: OnceLock<Result<Arc<plan::Instance>>>,
+}
+
+impl Engine1 {
+    fn instance(&self) -> Result<Arc<plan::Instance>> {
+        self.instance
+            .get_or_init(|| {
+                let p = self.plan.wait()?;
+                let consts = self.consts.lock().take().unwrap_or_default();
+                plan::Instance::new(p, consts).map(Arc::new)
+            })
+            .clone()
+    }
+}
+
+impl Prepared for DnnlGraph {
+    fn init(&self, consts: Vec<NDArray>) -> Result<Arc<dyn Engine>> {
+        let e = Engine1 { plan: self.0.clone(), consts: Mutex::new(Some(consts)), instance: OnceLock::new() };
+        if sync_init() {
+            e.instance()?;
+        }
+        Ok(Arc::new(e))
+    }
+}
+
+impl Engine for Engine1 {
     fn run(&self, inputs: &[&DLTensor], outputs: &[&DLTensor]) -> Result<()> {
-        self.plan()?.run(inputs, outputs)
+        self.instance()?.run(inputs, outputs)
     }
 }

@@ -1,20 +1,23 @@
-//! The DNNL engine of one subgraph: oneDNN primitives built once from the checked operators,
-//! and per-call contexts.
+//! The DNNL engine of one subgraph: oneDNN primitives built once from the checked operators
+//! ([`Plan`], from shapes alone), an [`Instance`] of a plan with its constants, and per-call
+//! contexts.
 //!
 //! Building ([`Plan::build`]): nodes are visited in order; each entry of the graph gets a value
 //! (a buffer and a oneDNN layout). Convolutions and inner products let oneDNN choose their
-//! source, weight and destination layouts (`any`); constant weights are reordered to the chosen
-//! layout once, here, and kept; other inputs are reordered per call when the chosen layout
-//! differs from theirs. Element-wise operators work in their producer's layout. An operator
-//! whose output is a graph output writes straight into the caller's buffer in plain layout;
-//! other outputs are reordered into the caller's buffers at the end.
+//! source, weight and destination layouts (`any`); a constant weight gets a reorder to the
+//! chosen layout that [`Instance::new`] runs once, into a copy the instance keeps; other inputs
+//! are reordered per call when the chosen layout differs from theirs. Element-wise operators
+//! work in their producer's layout. An operator whose output is a graph output writes straight
+//! into the caller's buffer in plain layout; other outputs are reordered into the caller's
+//! buffers at the end. No constant data is needed to build, so a plan can be built as soon as
+//! the graph is loaded.
 //!
-//! Running ([`Plan::run`]): a call takes a context (a stream, intermediate buffers, a
+//! Running ([`Instance::run`]): a call takes a context (a stream, intermediate buffers, a
 //! scratchpad and one oneDNN memory per primitive argument) from a pool, or makes one, points
 //! the memories that alias the caller's tensors at them, executes the primitives in order and
 //! gives the context back. The primitives are shared (oneDNN primitives are re-entrant; each
-//! uses the context's scratchpad), so any number of threads run the same plan at once, each on
-//! its own context; nothing of a call lives in shared state.
+//! uses the context's scratchpad), so any number of threads run the same instance at once, each
+//! on its own context; nothing of a call lives in shared state.
 
 use super::api::{BinaryAlg, ConvGeom, Dnnl, Md, Memory, Pd, Prim, Stream};
 use super::ops::Op;
@@ -51,8 +54,12 @@ enum BufKind {
     Input(usize),
     /// The caller's output tensor `i`.
     Output(usize),
-    /// Constant data owned by the plan (a constant NDArray or a prepared copy).
-    Fixed(usize),
+    /// Constant `k` of the graph (the instance's NDArray).
+    Const(usize),
+    /// The instance's reordered copy made by init step `k`.
+    Prepared(usize),
+    /// Constant data of the plan itself (fill values), index into [`Plan::statics`].
+    Static(usize),
     /// An intermediate of this many bytes, owned by each context.
     Temp(usize),
 }
@@ -71,26 +78,52 @@ struct Step {
     scratch: Option<Arc<Md>>,
 }
 
-/// Constant storage: pointers into NDArrays the plan keeps, or prepared (reordered) copies.
+/// Constant storage: the buffers and their addresses (taken once, so that they can be read
+/// without `&mut`).
+#[derive(Default)]
 struct Fixed {
     ptrs: Vec<*mut c_void>,
-    _arrays: Vec<NDArray>,
-    _bufs: Vec<Buf>,
+    bufs: Vec<Buf>,
+    arrays: Vec<NDArray>,
 }
 
-// SAFETY: the pointers point into `_arrays` and `_bufs`, which the plan owns and never writes
-// after building; oneDNN only reads them.
+// SAFETY: the pointers point into `bufs` and `arrays`, owned alongside and never written after
+// they are filled; oneDNN only reads them.
 unsafe impl Send for Fixed {}
 // SAFETY: as above.
 unsafe impl Sync for Fixed {}
 
-/// A built subgraph.
+impl Fixed {
+    fn push_buf(&mut self, mut b: Buf) -> usize {
+        self.ptrs.push(b.ptr());
+        self.bufs.push(b);
+        self.ptrs.len() - 1
+    }
+}
+
+/// A reorder of a constant into the layout a primitive chose, run once per instance.
+struct InitStep {
+    step: Step,
+    /// Bytes of the destination (`Prepared(k)` for the `k`-th init step).
+    bytes: usize,
+}
+
+/// A built subgraph (shapes only; no constant data).
 pub struct Plan {
     d: &'static Dnnl,
     bufs: Vec<BufKind>,
     steps: Vec<Step>,
-    fixed: Fixed,
+    init: Vec<InitStep>,
+    statics: Fixed,
+    num_consts: usize,
     scratch_bytes: usize,
+}
+
+/// A plan with its constants, ready to run.
+pub struct Instance {
+    plan: Arc<Plan>,
+    consts: Fixed,
+    prepared: Fixed,
     pool: Mutex<Vec<Context>>,
 }
 
@@ -114,7 +147,8 @@ struct Builder<'a> {
     g: &'a Graph,
     bufs: Vec<BufKind>,
     steps: Vec<Step>,
-    fixed: Fixed,
+    init: Vec<InitStep>,
+    statics: Fixed,
     values: Vec<Option<Val>>,
     converted: HashMap<usize, Vec<Val>>,
     /// Entries written straight into output buffer `h`.
@@ -142,14 +176,19 @@ impl Builder<'_> {
     }
 
     fn is_fixed(&self, v: &Val) -> bool {
-        matches!(self.bufs[v.buf], BufKind::Fixed(_))
+        matches!(self.bufs[v.buf], BufKind::Const(_))
+    }
+
+    fn step(&self, pd: Arc<Pd>, args: Vec<(i32, Val)>) -> Result<Step> {
+        let prim = self.d.primitive(&pd)?;
+        let scratch = self.d.query(&pd, sys::QUERY_SCRATCHPAD_MD).map(Arc::new);
+        Ok(Step { prim, _pd: pd, args, scratch })
     }
 
     /// A step executing `pd` with `args`.
     fn push(&mut self, pd: Arc<Pd>, args: Vec<(i32, Val)>) -> Result<()> {
-        let prim = self.d.primitive(&pd)?;
-        let scratch = self.d.query(&pd, sys::QUERY_SCRATCHPAD_MD).map(Arc::new);
-        self.steps.push(Step { prim, _pd: pd, args, scratch });
+        let step = self.step(pd, args)?;
+        self.steps.push(step);
         Ok(())
     }
 
@@ -182,36 +221,15 @@ impl Builder<'_> {
         Ok(out)
     }
 
-    /// Reorders a constant into a new constant buffer now.
+    /// A copy of a constant in layout `md`, made once per instance (an init step).
     fn prepare_const(&mut self, src: &Val, md: Arc<Md>) -> Result<Val> {
-        let d = self.d;
-        let mut buf = Buf::new(md.size(d));
-        let attr = d.attr(false)?;
-        let pd = d.reorder_pd(&src.md, &md, &attr)?;
-        let prim = d.primitive(&pd)?;
-        let BufKind::Fixed(k) = self.bufs[src.buf] else { return Err(bad("internal: not a constant")) };
-        // SAFETY: the constant's storage and `buf` hold their descriptors' sizes and outlive
-        // these memories.
-        let (from, to) = unsafe { (d.memory(&src.md, self.fixed.ptrs[k])?, d.memory(&md, buf.ptr())?) };
-        let mut args =
-            vec![ExecArg { arg: sys::ARG_SRC, memory: from.raw() }, ExecArg { arg: sys::ARG_DST, memory: to.raw() }];
-        let mut scratch = None;
-        if let Some(smd) = d.query(&pd, sys::QUERY_SCRATCHPAD_MD) {
-            let mut sb = Buf::new(smd.size(d));
-            // SAFETY: `sb` holds the scratchpad's size and outlives the memory.
-            let m = unsafe { d.memory(&smd, sb.ptr())? };
-            args.push(ExecArg { arg: sys::ARG_SCRATCHPAD, memory: m.raw() });
-            scratch = Some((sb, m));
-        }
-        let stream = d.stream()?;
-        // SAFETY: the memories are ours and bound to buffers of their descriptors' sizes.
-        unsafe { d.execute(&prim, &stream, &args)? };
-        d.wait(&stream)?;
-        drop(scratch);
-        let k = self.fixed.ptrs.len();
-        self.fixed.ptrs.push(buf.ptr());
-        self.fixed._bufs.push(buf);
-        Ok(Val { buf: self.new_buf(BufKind::Fixed(k)), md })
+        let attr = self.d.attr(false)?;
+        let pd = self.d.reorder_pd(&src.md, &md, &attr)?;
+        let k = self.init.len();
+        let dst = Val { buf: self.new_buf(BufKind::Prepared(k)), md: md.clone() };
+        let step = self.step(pd, vec![(sys::ARG_SRC, src.clone()), (sys::ARG_DST, dst.clone())])?;
+        self.init.push(InitStep { step, bytes: md.size(self.d) });
+        Ok(dst)
     }
 
     /// Entry `e` as a dense row-major buffer viewed with `dims` (same element count).
@@ -424,10 +442,8 @@ impl Builder<'_> {
             let mut buf = Buf::new(n as usize * 4);
             // SAFETY: the buffer holds `n` floats (64-byte aligned, so 4-byte aligned).
             unsafe { std::slice::from_raw_parts_mut(buf.ptr().cast::<f32>(), n as usize) }.fill(fill);
-            let k = self.fixed.ptrs.len();
-            self.fixed.ptrs.push(buf.ptr());
-            self.fixed._bufs.push(buf);
-            let base = Val { buf: self.new_buf(BufKind::Fixed(k)), md: Arc::new(d.plain(&s.out)?) };
+            let k = self.statics.push_buf(buf);
+            let base = Val { buf: self.new_buf(BufKind::Static(k)), md: Arc::new(d.plain(&s.out)?) };
             let attr = d.attr(false)?;
             let pd = d.binary_pd(s.alg, &base.md, &a.md, &base.md, &attr)?;
             let expanded = self.temp(Arc::new(d.plain(&s.out)?));
@@ -446,9 +462,9 @@ impl Builder<'_> {
 }
 
 impl Plan {
-    /// Builds the primitives of `g` (operators checked by [`super::ops::analyze`]) with its
-    /// constants (in `g.const_nodes` order).
-    pub fn build(d: &'static Dnnl, g: &Graph, ops: &[Option<Op>], consts: Vec<NDArray>) -> Result<Plan> {
+    /// Builds the primitives of `g` (operators checked by [`super::ops::analyze`]) from its
+    /// shapes.
+    pub fn build(d: &'static Dnnl, g: &Graph, ops: &[Option<Op>]) -> Result<Plan> {
         let ni = g.input_entries.len();
         let no = g.heads.len();
         let mut b = Builder {
@@ -456,7 +472,8 @@ impl Plan {
             g,
             bufs: Vec::new(),
             steps: Vec::new(),
-            fixed: Fixed { ptrs: Vec::new(), _arrays: Vec::new(), _bufs: Vec::new() },
+            init: Vec::new(),
+            statics: Fixed::default(),
             values: vec![None; g.num_entries()],
             converted: HashMap::new(),
             direct: HashMap::new(),
@@ -472,17 +489,9 @@ impl Plan {
             let v = Val { buf: i, md: Arc::new(d.plain(g.shape(e))?) };
             b.values[g.entry_id(e)] = Some(v);
         }
-        for (k, (&nid, a)) in g.const_nodes.iter().zip(consts).enumerate() {
+        for (k, &nid) in g.const_nodes.iter().enumerate() {
             let e = EntryRef { node: nid, index: 0 };
-            let t = a.tensor();
-            if t.device.device_type != 1 {
-                return Err(bad(format!("constant {} is not on the CPU", g.nodes[nid as usize].name)));
-            }
-            // SAFETY: a CPU array of the checked shape; the offset stays inside its allocation.
-            let ptr = unsafe { t.data.cast::<u8>().add(t.byte_offset as usize) }.cast::<c_void>();
-            b.fixed.ptrs.push(ptr);
-            b.fixed._arrays.push(a);
-            let buf = b.new_buf(BufKind::Fixed(k));
+            let buf = b.new_buf(BufKind::Const(k));
             b.values[g.entry_id(e)] = Some(Val { buf, md: Arc::new(d.plain(g.shape(e))?) });
         }
         for (h, &e) in g.heads.iter().enumerate() {
@@ -510,56 +519,126 @@ impl Plan {
                 b.reorder(&v, dst)?;
             }
         }
-        let scratch_bytes = b.steps.iter().filter_map(|s| s.scratch.as_ref()).map(|m| m.size(d)).max().unwrap_or(0);
-        Ok(Plan { d, bufs: b.bufs, steps: b.steps, fixed: b.fixed, scratch_bytes, pool: Mutex::new(Vec::new()) })
+        let scratch_bytes = b
+            .steps
+            .iter()
+            .chain(b.init.iter().map(|i| &i.step))
+            .filter_map(|s| s.scratch.as_ref())
+            .map(|m| m.size(d))
+            .max()
+            .unwrap_or(0);
+        Ok(Plan {
+            d,
+            bufs: b.bufs,
+            steps: b.steps,
+            init: b.init,
+            statics: b.statics,
+            num_consts: g.const_nodes.len(),
+            scratch_bytes,
+        })
+    }
+}
+
+impl Instance {
+    /// Binds a plan to its constants (in `const_nodes` order, shapes and dtypes checked by the
+    /// JSON runtime base): runs the plan's constant reorders once.
+    pub fn new(plan: Arc<Plan>, consts: Vec<NDArray>) -> Result<Instance> {
+        let d = plan.d;
+        if consts.len() != plan.num_consts {
+            return Err(bad(format!("{} constants given, {} needed", consts.len(), plan.num_consts)));
+        }
+        let mut fixed = Fixed::default();
+        for (k, a) in consts.into_iter().enumerate() {
+            let t = a.tensor();
+            if t.device.device_type != 1 || !crate::device::is_contiguous(t) {
+                return Err(bad(format!("constant {k} is not a compact CPU array")));
+            }
+            // SAFETY: a CPU array of the checked shape; the offset stays inside its allocation.
+            fixed.ptrs.push(unsafe { t.data.cast::<u8>().add(t.byte_offset as usize) }.cast::<c_void>());
+            fixed.arrays.push(a);
+        }
+        let mut prepared = Fixed::default();
+        for i in &plan.init {
+            prepared.push_buf(Buf::new(i.bytes));
+        }
+        let inst = Instance { plan, consts: fixed, prepared, pool: Mutex::new(Vec::new()) };
+        if !inst.plan.init.is_empty() {
+            let stream = d.stream()?;
+            let mut scratch = Buf::new(inst.plan.scratch_bytes);
+            for i in &inst.plan.init {
+                let (_mems, args) = inst.memories(&i.step, &[], &mut scratch)?;
+                // SAFETY: the memories are bound to the constants, the prepared copies and the
+                // scratchpad, each of its descriptor's size.
+                unsafe { d.execute(&i.step.prim, &stream, &args)? };
+            }
+            d.wait(&stream)?;
+        }
+        Ok(inst)
+    }
+
+    /// The address of buffer `buf` (caller buffers: NULL, bound per call; temporaries: from
+    /// `temps`).
+    fn address(&self, buf: usize, temps: &[*mut c_void]) -> *mut c_void {
+        match self.plan.bufs[buf] {
+            BufKind::Temp(_) => temps[buf],
+            BufKind::Const(k) => self.consts.ptrs[k],
+            BufKind::Prepared(k) => self.prepared.ptrs[k],
+            BufKind::Static(k) => self.plan.statics.ptrs[k],
+            BufKind::Input(_) | BufKind::Output(_) => std::ptr::null_mut(),
+        }
+    }
+
+    /// One memory per argument of `step` (and the scratchpad).
+    fn memories(&self, step: &Step, temps: &[*mut c_void], scratch: &mut Buf) -> Result<(Vec<Memory>, Vec<ExecArg>)> {
+        let d = self.plan.d;
+        let mut mems = Vec::with_capacity(step.args.len() + 1);
+        let mut args = Vec::with_capacity(step.args.len() + 1);
+        for (arg, v) in &step.args {
+            // SAFETY: temporaries, constants and prepared copies hold their descriptors' sizes and
+            // outlive the memory's use; caller buffers are NULL until a call binds them.
+            let m = unsafe { d.memory(&v.md, self.address(v.buf, temps))? };
+            args.push(ExecArg { arg: *arg, memory: m.raw() });
+            mems.push(m);
+        }
+        if let Some(smd) = &step.scratch {
+            // SAFETY: the scratchpad holds the largest step's size and outlives the memory's use.
+            let m = unsafe { d.memory(smd, scratch.ptr())? };
+            args.push(ExecArg { arg: sys::ARG_SCRATCHPAD, memory: m.raw() });
+            mems.push(m);
+        }
+        Ok((mems, args))
     }
 
     fn new_context(&self) -> Result<Context> {
-        let d = self.d;
-        let stream = d.stream()?;
+        let plan = &*self.plan;
+        let stream = plan.d.stream()?;
         let mut temps = Vec::new();
-        let mut ptrs: Vec<*mut c_void> = Vec::with_capacity(self.bufs.len());
-        for kind in &self.bufs {
-            ptrs.push(match *kind {
-                BufKind::Temp(n) => {
-                    let mut b = Buf::new(n);
-                    let p = b.ptr();
-                    temps.push(b);
-                    p
-                }
-                BufKind::Fixed(k) => self.fixed.ptrs[k],
-                BufKind::Input(_) | BufKind::Output(_) => std::ptr::null_mut(),
-            });
+        let mut ptrs = vec![std::ptr::null_mut(); plan.bufs.len()];
+        for (i, kind) in plan.bufs.iter().enumerate() {
+            if let BufKind::Temp(n) = *kind {
+                let mut b = Buf::new(n);
+                ptrs[i] = b.ptr();
+                temps.push(b);
+            }
         }
-        let mut scratch = Buf::new(self.scratch_bytes);
-        let mut mems = Vec::new();
-        let mut args = Vec::with_capacity(self.steps.len());
+        let mut scratch = Buf::new(plan.scratch_bytes);
+        let mut all_mems = Vec::new();
+        let mut args = Vec::with_capacity(plan.steps.len());
         let mut io = Vec::new();
-        for step in &self.steps {
-            let mut a = Vec::with_capacity(step.args.len() + 1);
-            for (arg, v) in &step.args {
-                // SAFETY: temporaries and constants hold their descriptors' sizes and live as long
-                // as the context; caller buffers are NULL until a call binds them.
-                let m = unsafe { d.memory(&v.md, ptrs[v.buf])? };
-                match self.bufs[v.buf] {
+        for step in &plan.steps {
+            let (mems, a) = self.memories(step, &ptrs, &mut scratch)?;
+            for ((_, v), m) in step.args.iter().zip(&mems) {
+                match plan.bufs[v.buf] {
                     BufKind::Input(i) => io.push((m.raw(), true, i)),
                     BufKind::Output(i) => io.push((m.raw(), false, i)),
                     _ => {}
                 }
-                a.push(ExecArg { arg: *arg, memory: m.raw() });
-                mems.push(m);
             }
-            if let Some(smd) = &step.scratch {
-                // SAFETY: the scratchpad holds the largest step's size and lives with the context.
-                let m = unsafe { d.memory(smd, scratch.ptr())? };
-                a.push(ExecArg { arg: sys::ARG_SCRATCHPAD, memory: m.raw() });
-                mems.push(m);
-            }
+            all_mems.extend(mems);
             args.push(a);
         }
-        Ok(Context { stream, _temps: temps, _scratch: scratch, _mems: mems, args, io })
+        Ok(Context { stream, _temps: temps, _scratch: scratch, _mems: all_mems, args, io })
     }
-
     /// Runs on the caller's tensors (shapes and dtypes checked by the JSON runtime base).
     pub fn run(&self, inputs: &[&DLTensor], outputs: &[&DLTensor]) -> Result<()> {
         let data = |t: &DLTensor, what: &str, i: usize| -> Result<*mut c_void> {
@@ -587,14 +666,14 @@ impl Plan {
     }
 
     fn run_in(&self, ctx: &Context, ins: &[*mut c_void], outs: &[*mut c_void]) -> Result<()> {
-        let d = self.d;
+        let d = self.plan.d;
         for &(mem, is_input, i) in &ctx.io {
             let p = if is_input { ins[i] } else { outs[i] };
             // SAFETY: the memory belongs to this context, which only this call uses; the
             // caller's tensor has the entry's shape (checked), so its size.
             unsafe { d.set_data(mem, p)? };
         }
-        for (step, args) in self.steps.iter().zip(&ctx.args) {
+        for (step, args) in self.plan.steps.iter().zip(&ctx.args) {
             // SAFETY: the context's memories, bound to its own buffers, the plan's constants
             // and the caller's tensors, each of its descriptor's size.
             unsafe { d.execute(&step.prim, &ctx.stream, args)? };
