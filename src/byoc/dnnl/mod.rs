@@ -5,11 +5,11 @@
 //! A module loads only where oneDNN can be opened: elsewhere loading fails with an error naming
 //! the libraries looked for (everything else in the runtime is unaffected).
 //!
-//! The oneDNN primitives depend on shapes only, so they are built on a background thread started
-//! when the module is loaded: loading, creating an executor (whose `__init_<symbol>` only checks
-//! and keeps the constants) and oneDNN's code generation overlap, and the regions of a model
-//! build in parallel. The first call waits for the build, runs the constant-weight reorders once,
-//! and reports the build's error, if any. `TVM_DNNL_SYNC_INIT=1` builds during loading and
+//! The oneDNN primitives depend on shapes only, so they are built in the background as soon as
+//! the module is loaded (one builder thread per process, regions in turn): loading, creating an
+//! executor (whose `__init_<symbol>` only checks and keeps the constants) and oneDNN's code
+//! generation overlap. The first call waits for the build, runs the constant-weight reorders
+//! once, and reports the build's error, if any. `TVM_DNNL_SYNC_INIT=1` builds during loading and
 //! prepares the constants during `__init_` instead.
 
 pub mod api;
@@ -33,16 +33,35 @@ fn sync_init() -> bool {
     std::env::var("TVM_DNNL_SYNC_INIT").is_ok_and(|v| v == "1")
 }
 
-/// A value computed on a background thread (or at once): waiters block until it is there.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The process's one builder thread (started on first use), which builds plans one after
+/// another, so that on a small machine the loading thread keeps a core; `None` if it cannot be
+/// started.
+fn builder() -> Option<&'static Mutex<std::sync::mpsc::Sender<Job>>> {
+    static TX: OnceLock<Option<Mutex<std::sync::mpsc::Sender<Job>>>> = OnceLock::new();
+    TX.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        let spawned = std::thread::Builder::new().name("tvm-dnnl-build".into()).spawn(move || {
+            while let Ok(job) = rx.recv() {
+                job();
+            }
+        });
+        spawned.ok().map(|_| Mutex::new(tx))
+    })
+    .as_ref()
+}
+
+/// A value computed on the builder thread (or at once): waiters block until it is there.
 struct Built<T>(Mutex<Option<Result<T>>>, Condvar);
 
 impl<T: Clone + Send + 'static> Built<T> {
-    /// Runs `f` on a new thread (here when `sync` is set or no thread can be started). A panic
-    /// in `f` becomes its error: waiters never hang.
+    /// Runs `f` on the builder thread (here when `sync` is set or no thread can be started). A
+    /// panic in `f` becomes its error: waiters never hang.
     fn start(sync: bool, f: impl FnOnce() -> Result<T> + Send + 'static) -> Arc<Built<T>> {
         let built = Arc::new(Built(Mutex::new(None), Condvar::new()));
         let slot = built.clone();
-        let job = move || {
+        let job: Job = Box::new(move || {
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
                 Err(crate::error::Error::internal(format!(
                     "DNNL: building the primitives panicked: {}",
@@ -51,23 +70,14 @@ impl<T: Clone + Send + 'static> Built<T> {
             });
             *slot.0.lock() = Some(r);
             slot.1.notify_all();
-        };
-        let job = Arc::new(Mutex::new(Some(job)));
-        let spawned = !sync && {
-            let job = job.clone();
-            std::thread::Builder::new()
-                .name("tvm-dnnl-build".into())
-                .spawn(move || {
-                    if let Some(f) = job.lock().take() {
-                        f()
-                    }
-                })
-                .is_ok()
-        };
-        if !spawned {
-            if let Some(f) = job.lock().take() {
-                f()
+        });
+        match if sync { None } else { builder() } {
+            Some(tx) => {
+                if let Err(std::sync::mpsc::SendError(job)) = tx.lock().send(job) {
+                    job()
+                }
             }
+            None => job(),
         }
         built
     }
