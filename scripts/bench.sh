@@ -2,7 +2,7 @@
 # Side-by-side benchmarks with ../shared/tools/rtprobe.c: builds the probe against our headers
 # and runs each measurement against our library and, when REF_LIB_DIR names a directory with
 # TVM's own libtvm_runtime.so (built by hand from v0.8.0), against it in the same run.
-# Prints medians. Usage: [REF_LIB_DIR=...] [RUNS=5] scripts/bench.sh [call|launch|idle|op|graph|load ...]
+# Prints medians. Usage: [REF_LIB_DIR=...] [RUNS=5] scripts/bench.sh [call|launch|idle|op|graph|byoc|load ...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FIX="${TVM_FIXTURES:-$PWD/../shared/fixtures}"
@@ -45,6 +45,9 @@ for w in "${what[@]}"; do
                METRIC=$metric run "${m}_$metric(2 threads)" TVM_NUM_THREADS=2 -- graph "$FIX/$m.so" "$FIX/$m.input.data.npy" "$FIX/$m.output.0.npy" 20
              done
            done ;;
+    byoc) for m in cnn_dnnl cnn; do for metric in load_ms create_ms run_ms; do  # cnn: the same model without BYOC
+            METRIC=$metric run "${m}_$metric(2 threads)" TVM_NUM_THREADS=2 -- graph "$FIX/$m.so" "$FIX/$m.input.data.npy" "$FIX/cnn.output.0.npy" 200
+          done; done ;;
     load) run "load_add_one_ms" METRIC=load_ms -- op "$FIX/add_one.so" add_one 1 "$FIX/add_one.A.npy" "$FIX/add_one.B.npy" ;;
   esac
 done

@@ -14,6 +14,8 @@ command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 if ! ls /etc/OpenCL/vendors/*.icd >/dev/null 2>&1 || ! ldconfig -p | grep -q 'libOpenCL.so.1 '; then
   need_apt+=(pocl-opencl-icd ocl-icd-libopencl1)
 fi
+# oneDNN for the BYOC DNNL runtime (opened at run time; headers for the binding checks).
+{ [ -f /usr/include/oneapi/dnnl/dnnl.h ] && ldconfig -p | grep -q 'libdnnl.so.2 '; } || need_apt+=(libdnnl2 libdnnl-dev)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "== installing ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -45,6 +47,7 @@ grep -q "output \[1, 3\]: 4.85 2.3 10.55" <<<"$out"
 
 echo "== python ctypes FFI test"
 python3 -m pytest -q tests/python
+./scripts/test-byoc.sh
 
 for flavour in plain asan; do
   dir="build/ctests-$flavour"

@@ -9,6 +9,7 @@ pub mod abi;
 pub mod aot;
 pub mod backend_env;
 pub mod compat;
+pub mod byoc;
 pub mod contrib;
 pub mod device;
 pub mod error;

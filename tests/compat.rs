@@ -862,7 +862,6 @@ fn type_indices_serve_every_release() {
 // A const-loader export (TVM v0.9+'s BYOC constants), for the loader of the BYOC subsystem
 
 #[test]
-#[ignore = "needs runtime.module.loadbinary_const_loader from the BYOC subsystem (issue 12): enable after that merge"]
 fn const_loader_export_of_our_making() {
     let m = load(&build_const_loader_export("compat_const_loader")).unwrap();
     assert_eq!(type_key(&m), "const_loader");

@@ -8,6 +8,7 @@
 pub mod backend;
 pub mod device;
 pub mod error_api;
+pub mod dnnl;
 pub mod f16;
 pub mod guard;
 pub mod handle;

@@ -22,4 +22,5 @@ pub fn register_builtins(r: &mut Registrar<'_>) {
     crate::aot::register(r);
     crate::compat::register(r);
     crate::rpc::register(r);
+    crate::byoc::register(r);
 }

@@ -4,6 +4,7 @@
 #![allow(dead_code, reason = "each test binary uses a different part of this support module")]
 
 pub mod vm;
+pub mod byoc;
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::{Path, PathBuf};
