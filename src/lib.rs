@@ -8,8 +8,8 @@
 pub mod abi;
 pub mod aot;
 pub mod backend_env;
-pub mod compat;
 pub mod byoc;
+pub mod compat;
 pub mod contrib;
 pub mod device;
 pub mod error;

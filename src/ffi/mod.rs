@@ -7,8 +7,8 @@
 
 pub mod backend;
 pub mod device;
-pub mod error_api;
 pub mod dnnl;
+pub mod error_api;
 pub mod f16;
 pub mod guard;
 pub mod handle;

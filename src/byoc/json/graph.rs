@@ -126,6 +126,9 @@ impl Graph {
                 "arg_nodes" => arg_nodes = Some(v),
                 "node_row_ptr" => row_ptr = Some(v),
                 "heads" => heads = Some(v),
+                // Written by TVM v0.9+'s serializer (the region's name); read and unused there too.
+                "symbol" if v.is_string() => {}
+                "symbol" => return Err(bad("`symbol` must be a string")),
                 other => return Err(bad(format!("Unknown key: {other}"))),
             }
         }
@@ -442,10 +445,24 @@ mod tests {
     }
 
     #[test]
+    fn v0_9_symbol_key_is_accepted() {
+        let g = Graph::parse(
+            &graph(&format!("{IN}, {W}, {K}"), r#", "symbol": "tvmgen_default_dnnl_main_0""#),
+            &["w".to_owned()],
+        );
+        assert_eq!(g.unwrap().num_entries(), 3);
+    }
+
+    #[test]
     fn damaged_graphs() {
         let ok = graph(&format!("{IN}, {W}, {K}"), "");
         assert!(err(&ok[..ok.len() - 10], &["w"]).contains("not valid JSON"));
-        assert!(err(&graph(&format!("{IN}, {W}, {K}"), r#", "symbol": "x""#), &["w"]).contains("Unknown key: symbol"));
+        assert!(
+            err(&graph(&format!("{IN}, {W}, {K}"), r#", "symbolic": "x""#), &["w"]).contains("Unknown key: symbolic")
+        );
+        assert!(
+            err(&graph(&format!("{IN}, {W}, {K}"), r#", "symbol": 3"#), &["w"]).contains("`symbol` must be a string")
+        );
         assert!(err(&ok, &["v"]).contains("Found non-existent constant: w"));
         assert!(err(&ok, &["w", "v"]).contains("number of constants"));
         let k3 = K.replace(r#""num_inputs": "2""#, r#""num_inputs": "3""#);
