@@ -8,6 +8,7 @@
 pub mod abi;
 pub mod backend_env;
 pub mod contrib;
+pub mod cpp;
 pub mod device;
 pub mod error;
 pub mod executor;

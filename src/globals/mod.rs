@@ -17,4 +17,5 @@ pub fn register_builtins(r: &mut Registrar<'_>) {
     crate::device::cuda::register(r);
     crate::contrib::register(r);
     crate::executor::register(r);
+    crate::cpp::register(r);
 }
