@@ -17,8 +17,9 @@
 //! * `runtime.ObjectGetOrAllocTypeIndex(key: str, static_index: int, parent_index: int,
 //!   num_child_slots: int, child_slots_can_overflow: int) -> int`: TVM's
 //!   `Object::GetOrAllocRuntimeTypeIndex`, for C++ object types: the index of `key`, registered
-//!   under `parent_index` if new. Child slots are not reserved (the headers never decide
-//!   derivation by index ranges, they ask `TVMObjectDerivedFrom`).
+//!   under `parent_index` if new (`static_index` -1 or 9, TVM v0.8's `kDynamic`; another value
+//!   is only accepted for a key the runtime has). Child slots are not reserved (the headers
+//!   never decide derivation by index ranges, they ask `TVMObjectDerivedFrom`).
 //! * `runtime.TVMArrayCreateView(arr: NDArray, shape: ShapeTuple[, dtype[, byte_offset: 0]])
 //!   -> NDArray`: `NDArray::CreateView` (the name and first arguments of later TVM releases).
 //! * `runtime.ModuleSaveToBinary(mod: Module) -> bytes`: `ModuleNode::SaveToBinary` of a module
@@ -102,7 +103,9 @@ fn int_arg(a: &Args<'_>, i: usize, what: &str) -> Result<u32> {
 fn get_or_alloc_type_index(a: &Args<'_>) -> Result<Value> {
     a.expect_len("runtime.ObjectGetOrAllocTypeIndex", 5)?;
     let key = a.string(0)?;
-    let static_index = int_arg(a, 1, "static type index")?;
+    // A static index is only a claim about a key the runtime already has; -1 (or TVM v0.8's
+    // kDynamic) asks for a new index.
+    let static_index = a.i64(1)?;
     let parent = int_arg(a, 2, "parent type index")?;
     // Arguments 3 and 4 (child slots) only tune TVM's index allocation; see the module doc.
     a.i64(3)?;
@@ -116,7 +119,7 @@ fn get_or_alloc_type_index(a: &Args<'_>) -> Result<Value> {
     if key == "runtime.Object" {
         return Ok(Value::Int(i64::from(index::ROOT)));
     }
-    if static_index != index::DYNAMIC {
+    if static_index >= 0 && static_index != i64::from(index::DYNAMIC) {
         return Err(Error::value(format!(
             "type {key} claims static type index {static_index}, which this runtime does not know"
         )));
@@ -232,13 +235,15 @@ mod tests {
 
     #[test]
     fn type_indices_for_cpp_types() {
+        // u32::MAX stands for -1 (dynamic).
         let alloc = |key: &str, st: u32, parent: u32| {
+            let st = if st == u32::MAX { -1 } else { i64::from(st) };
             global(
                 "runtime.ObjectGetOrAllocTypeIndex",
-                &[Value::str(key), Value::Int(st.into()), Value::Int(parent.into()), Value::Int(0), Value::Int(1)],
+                &[Value::str(key), Value::Int(st), Value::Int(parent.into()), Value::Int(0), Value::Int(1)],
             )
         };
-        let base = match alloc("test.cpp.Base", index::DYNAMIC, 0).unwrap() {
+        let base = match alloc("test.cpp.Base", u32::MAX, 0).unwrap() {
             Value::Int(i) => i as u32,
             v => panic!("{v:?}"),
         };
