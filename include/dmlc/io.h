@@ -239,6 +239,8 @@ namespace io {
 /*! \brief A local file as a stream (what Stream::Create opens). */
 class LocalFileStream : public SeekStream {
  public:
+  using Stream::Read;  // the typed Read<T> / Write<T> too
+  using Stream::Write;
   explicit LocalFileStream(std::FILE* fp) : fp_(fp) {}
   ~LocalFileStream() override {
     if (fp_ != nullptr) std::fclose(fp_);

@@ -18,6 +18,8 @@ namespace dmlc {
 /*! \brief A stream over a fixed buffer; writing past its end is an error. */
 struct MemoryFixedSizeStream : public SeekStream {
  public:
+  using Stream::Read;  // the typed Read<T> / Write<T> too
+  using Stream::Write;
   MemoryFixedSizeStream(void* p_buffer, size_t buffer_size)
       : p_buffer_(reinterpret_cast<char*>(p_buffer)), buffer_size_(buffer_size) {
     curr_ptr_ = 0;
@@ -48,6 +50,8 @@ struct MemoryFixedSizeStream : public SeekStream {
 /*! \brief A stream over a std::string, which grows as it is written. */
 struct MemoryStringStream : public SeekStream {
  public:
+  using Stream::Read;  // the typed Read<T> / Write<T> too
+  using Stream::Write;
   explicit MemoryStringStream(std::string* p_buffer) : p_buffer_(p_buffer) { curr_ptr_ = 0; }
   size_t Read(void* ptr, size_t size) override {
     size_t avail = curr_ptr_ < p_buffer_->length() ? p_buffer_->length() - curr_ptr_ : 0;

@@ -180,12 +180,11 @@ class FuncBridge {
         Object* p = static_cast<Object*>(r->value.v_handle);
         r->Forget();
         ObjectRef obj = ObjectFromRuntimeOwned(p);
-        rv->SwitchToObject(
-            obj.defined() && ObjectUnsafe::TypeIndex(ObjectUnsafe::Raw(obj)) ==
-                                 TypeIndex::kRuntimeModule
-                ? kTVMModuleHandle
-                : kTVMObjectHandle,
-            std::move(obj));
+        int code = obj.defined() && ObjectUnsafe::TypeIndex(ObjectUnsafe::Raw(obj)) ==
+                                        TypeIndex::kRuntimeModule
+                       ? kTVMModuleHandle
+                       : kTVMObjectHandle;
+        rv->SwitchToObject(code, std::move(obj));
         break;
       }
       case kTVMNDArrayHandle: {
