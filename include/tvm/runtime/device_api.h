@@ -16,6 +16,7 @@
 #include <tvm/runtime/ndarray.h>
 #include <tvm/runtime/packed_func.h>
 
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <ostream>
@@ -130,15 +131,29 @@ inline const char* DeviceName(int type) {
   return "Unknown";
 }
 
-inline bool IsRPCSessionDevice(Device dev) { return (dev.device_type / kRPCSessMask) > 0; }
+namespace detail {
+// A device type as an int. RPC session devices carry values outside DLDeviceType's enumerators,
+// so the field is read and written as bytes rather than as the C++ enum.
+inline int DeviceTypeOf(const Device& dev) {
+  int t = 0;
+  std::memcpy(&t, &dev.device_type, sizeof t);
+  return t;
+}
+inline void SetDeviceType(Device* dev, int t) { std::memcpy(&dev->device_type, &t, sizeof t); }
+static_assert(sizeof(DLDeviceType) == sizeof(int), "DLDeviceType is an int");
+}  // namespace detail
+
+inline bool IsRPCSessionDevice(Device dev) {
+  return (detail::DeviceTypeOf(dev) / kRPCSessMask) > 0;
+}
 
 inline int GetRPCSessionIndex(Device dev) {
   ICHECK(IsRPCSessionDevice(dev)) << "GetRPCSessionIndex: dev has no RPC session";
-  return dev.device_type / kRPCSessMask - 1;
+  return detail::DeviceTypeOf(dev) / kRPCSessMask - 1;
 }
 
 inline Device RemoveRPCSessionMask(Device dev) {
-  dev.device_type = static_cast<DLDeviceType>(dev.device_type % kRPCSessMask);
+  detail::SetDeviceType(&dev, detail::DeviceTypeOf(dev) % kRPCSessMask);
   return dev;
 }
 
@@ -147,15 +162,15 @@ inline std::ostream& operator<<(std::ostream& os, DLDevice dev) {  // NOLINT(*)
     os << "remote[" << GetRPCSessionIndex(dev) << "]-";
     dev = RemoveRPCSessionMask(dev);
   }
-  os << DeviceName(static_cast<int>(dev.device_type)) << "(" << dev.device_id << ")";
+  os << DeviceName(detail::DeviceTypeOf(dev)) << "(" << dev.device_id << ")";
   return os;
 }
 
 inline Device AddRPCSessionMask(Device dev, int session_table_index) {
   CHECK(!IsRPCSessionDevice(dev)) << "AddRPCSessionMask: dev already non-zero RPCSessionIndex: "
                                   << dev;
-  dev.device_type =
-      static_cast<DLDeviceType>(dev.device_type | (kRPCSessMask * (session_table_index + 1)));
+  detail::SetDeviceType(&dev,
+                        detail::DeviceTypeOf(dev) | (kRPCSessMask * (session_table_index + 1)));
   return dev;
 }
 
@@ -247,7 +262,7 @@ class RuntimeDeviceAPI final : public DeviceAPI {
 }  // namespace detail
 
 inline DeviceAPI* DeviceAPI::Get(Device dev, bool allow_missing) {
-  int type = static_cast<int>(dev.device_type) % kRPCSessMask;
+  int type = detail::DeviceTypeOf(dev) % kRPCSessMask;
   if (type < 0) type = 0;
   std::string name = std::string("device_api.") + DeviceName(type);
   TVMFunctionHandle h = detail::LookupGlobal(name.c_str());

@@ -620,6 +620,7 @@ inline int SetLastErrorFromException() {
                          int* out_type_code, void* resource_handle);                        \
   int ExportName(TVMValue* args, int* type_code, int num_args, TVMValue* out_value,         \
                  int* out_type_code, void* resource_handle) {                               \
+    (void)resource_handle;                                                                  \
     try {                                                                                   \
       ::tvm::runtime::TVMRetValue rv;                                                       \
       Function(::tvm::runtime::TVMArgs(args, type_code, num_args), &rv);                    \
@@ -636,6 +637,7 @@ inline int SetLastErrorFromException() {
   extern "C" {                                                                              \
   TVM_DLL int ExportName(TVMValue* args, int* type_code, int num_args, TVMValue* out_value, \
                          int* out_type_code, void* resource_handle) {                       \
+    (void)resource_handle;                                                                  \
     try {                                                                                   \
       auto f = Function;                                                                    \
       using FType = ::tvm::runtime::detail::function_signature<decltype(f)>::FType;         \
