@@ -13,6 +13,8 @@
 #include <atomic>
 #include <cstring>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "cpp_test_util.h"
 
@@ -157,6 +159,8 @@ void ImportedAndFoundBack() {
   PackedFunc hello([](TVMArgs, TVMRetValue* rv) { *rv = std::string("hello"); });
   Module holder = (*Registry::Get("runtime.ModuleFromFunctions"))("holder", "hello", hello);
   EXPECT(std::string(holder->type_key()) == "holder");
+  // A module of another kind is not a DemoModuleNode (TVM would cast it blindly).
+  EXPECT(holder.as<DemoModuleNode>() == nullptr && holder.as<ModuleNode>() != nullptr);
   EXPECT(holder->imports().empty());
   holder.Import(demo);
   EXPECT(holder->imports().size() == 1);
@@ -210,6 +214,34 @@ void RuntimeModulesSeenOnce() {
   EXPECT(RuntimeEnabled("cpu"));
 }
 
+// Modules cross the boundary from several threads at once: each crossing finds (or makes) the
+// one C++ node of a runtime module, and the one runtime module of a C++ node, and every
+// reference is given back.
+void Concurrency() {
+  Module demo = MakeDemo("shared", 3);
+  const PackedFunc* type_key = Registry::Get("runtime.ModuleGetTypeKey");
+  PackedFunc f([](TVMArgs, TVMRetValue* rv) { *rv = 1; });
+  std::vector<std::thread> threads;
+  std::atomic<int> bad{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t]() {
+      for (int i = 0; i < 200; ++i) {
+        std::string key = (*type_key)(demo);  // demo goes to the runtime (its wrapper)
+        int answer = demo.GetFunction("answer")();
+        Module local = MakeDemo("local" + std::to_string(t), i);
+        Module made = (*Registry::Get("runtime.ModuleFromFunctions"))("made", "f", f);
+        int one = made.GetFunction("f")();
+        std::string k2 = (*type_key)(local);
+        if (key != "cpp_demo" || k2 != "cpp_demo" || answer != 3 || one != 1) ++bad;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT(bad == 0);
+  demo = Module();
+  EXPECT(g_alive == 0);
+}
+
 }  // namespace
 
 int main() {
@@ -219,6 +251,7 @@ int main() {
   RUN_TEST(ImportedAndFoundBack);
   RUN_TEST(BlobLoader);
   RUN_TEST(RuntimeModulesSeenOnce);
+  RUN_TEST(Concurrency);
   EXPECT(g_alive == 0);
   return finish();
 }

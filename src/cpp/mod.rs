@@ -30,7 +30,6 @@
 use crate::error::{Error, Result};
 use crate::function::PackedFunc;
 use crate::module::{Module, ModuleNode};
-use crate::ndarray::NDArray;
 use crate::object::{self, index, ShapeTupleObj};
 use crate::registry::Registrar;
 use crate::value::{code, code_name, Args, Value};
@@ -171,6 +170,7 @@ pub fn register(r: &mut Registrar<'_>) {
 mod tests {
     use super::*;
     use crate::abi::DLDevice;
+    use crate::ndarray::NDArray;
     use crate::registry;
     use crate::value::dtype;
     use std::sync::atomic::{AtomicUsize, Ordering};

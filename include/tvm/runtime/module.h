@@ -26,6 +26,7 @@
 
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -122,6 +123,22 @@ constexpr const char* tvm_lookup_linked_param = "_lookup_linked_param";
 constexpr const char* tvm_run_func_suffix = "run_model";
 constexpr const char* tvm_entrypoint_suffix = "run";
 }  // namespace symbol
+
+namespace detail {
+#if defined(__GXX_RTTI) || defined(_CPPRTTI) || defined(__cpp_rtti)
+/*!
+ * \brief as<T>() for a subclass T of ModuleNode: every module has the type index of ModuleNode,
+ * so the C++ type decides (nullptr for a module of another kind, e.g. one of the runtime).
+ */
+template <typename T>
+struct ObjectAs<T, typename std::enable_if<std::is_base_of<ModuleNode, T>::value &&
+                                           !std::is_same<ModuleNode, T>::value>::type> {
+  static const T* Cast(const Object* p) {
+    return dynamic_cast<const T*>(static_cast<const ModuleNode*>(p));
+  }
+};
+#endif
+}  // namespace detail
 
 inline ModuleNode* Module::operator->() { return static_cast<ModuleNode*>(get_mutable()); }
 
