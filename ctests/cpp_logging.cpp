@@ -8,6 +8,7 @@
 #include <tvm/runtime/registry.h>
 
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <unordered_set>
 
@@ -37,6 +38,9 @@ void Checks() {
   EXPECT_THROW_HAS(ICHECK(false) << "why", InternalError, "Check failed: (false) is false: why");
   int* null = nullptr;
   EXPECT_THROW_HAS(ICHECK_NOTNULL(null), InternalError, "Check not null: null");
+  // An exception thrown while a fatal message is written goes on (no second throw, no abort).
+  auto boom = []() -> std::string { throw std::out_of_range("boom while formatting"); };
+  EXPECT_THROW_HAS(LOG(FATAL) << "prefix " << boom(), std::out_of_range, "boom while formatting");
   // Errors are tvm::Error and dmlc::Error.
   EXPECT_THROW_HAS(LOG(FATAL) << "x", tvm::Error, "x");
   EXPECT_THROW_HAS(LOG(FATAL) << "x", dmlc::Error, "x");

@@ -118,6 +118,11 @@ void CallsFromC() {
   EXPECT(std::strstr(TVMGetLastError(), "error while converting argument 1") != nullptr);
   ERR(call_global("test.cpp.add", args, codes, 1, &rv, &rc));
   EXPECT(std::strstr(TVMGetLastError(), "expects 2 arguments, but 1 were provided") != nullptr);
+  // A type code C++ has no name for: an error, not a crash.
+  codes[0] = 20;
+  codes[1] = 127;
+  ERR(call_global("test.cpp.add", args, codes, 2, &rv, &rc));
+  EXPECT(std::strstr(TVMGetLastError(), "expected int but got ext") != nullptr);
   // Exceptions of every kind become -1 with the message, "Kind: " first.
   auto thrown = [&](const char* kind) {
     TVMValue a[2];

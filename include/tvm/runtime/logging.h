@@ -13,6 +13,7 @@
 
 #include <cstdlib>
 #include <ctime>
+#include <exception>
 #include <iomanip>
 #include <iostream>
 #include <memory>
@@ -163,12 +164,16 @@ void LogMessageImpl(const std::string& file, int lineno, const std::string& mess
 /*! \brief Collects a LOG(FATAL) / failed check message; throws InternalError when done. */
 class LogFatal {
  public:
-  LogFatal(const char* file, int lineno) : file_(file), lineno_(lineno) {}
+  LogFatal(const char* file, int lineno)
+      : file_(file), lineno_(lineno), unwinding_(UncaughtExceptions()) {}
 #ifdef _MSC_VER
 #pragma warning(push)
 #pragma warning(disable : 4722)
 #endif
   ~LogFatal() TVM_THROW_EXCEPTION {
+    // An exception thrown while the message was being written is already on its way: throwing
+    // a second one from here would terminate the program.
+    if (UncaughtExceptions() > unwinding_) return;
 #if TVM_LOG_CUSTOMIZE
     LogFatalImpl(file_, lineno_, stream_.str());
 #endif
@@ -180,9 +185,17 @@ class LogFatal {
   std::ostringstream& stream() { return stream_; }
 
  private:
+  static int UncaughtExceptions() {
+#if __cplusplus >= 201703L
+    return std::uncaught_exceptions();
+#else
+    return std::uncaught_exception() ? 1 : 0;
+#endif
+  }
   std::ostringstream stream_;
   std::string file_;
   int lineno_;
+  int unwinding_;
 };
 
 /*! \brief Collects a LOG(INFO/WARNING/ERROR) line; writes it to std::cerr when done. */

@@ -693,9 +693,9 @@ inline const char* ArgTypeCode2Str(int type_code) {
     case kTVMObjectRValueRefArg:
       return "ObjectRValueRefArg";
     default:
-      LOG(FATAL) << "unknown type_code=" << static_cast<int>(type_code);
+      // Not fatal (as in TVM): this text is written into other errors' messages.
+      return type_code >= kTVMExtBegin && type_code < kTVMExtEnd ? "ext" : "unknown type code";
   }
-  return "";
 }
 
 namespace detail {

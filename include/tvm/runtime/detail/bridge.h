@@ -165,7 +165,8 @@ class FuncBridge {
         break;
       case kTVMBytes: {
         const TVMByteArray* arr = static_cast<const TVMByteArray*>(r->value.v_handle);
-        TVMByteArray copy = *arr;
+        TVMByteArray copy{"", 0};
+        if (arr != nullptr && arr->data != nullptr) copy = *arr;
         *rv = copy;
         break;
       }
