@@ -118,6 +118,13 @@ void CallsFromC() {
   EXPECT(std::strstr(TVMGetLastError(), "error while converting argument 1") != nullptr);
   ERR(call_global("test.cpp.add", args, codes, 1, &rv, &rc));
   EXPECT(std::strstr(TVMGetLastError(), "expects 2 arguments, but 1 were provided") != nullptr);
+  // Code 15 (kTVMArgBool of later releases) is an int.
+  codes[0] = 15;
+  codes[1] = kDLInt;
+  args[0].v_int64 = 1;
+  args[1].v_int64 = 2;
+  OK(call_global("test.cpp.add", args, codes, 2, &rv, &rc));
+  EXPECT(rc == kDLInt && rv.v_int64 == 3);
   // A type code C++ has no name for: an error, not a crash.
   codes[0] = 20;
   codes[1] = 127;

@@ -173,30 +173,35 @@ struct ObjectTypeChecker {
   }
 };
 
+namespace detail {
+/*! \brief kTVMArgBool of later TVM releases (an int in v_int64), accepted where ints are. */
+constexpr int kArgBoolCode = 15;
+}  // namespace detail
+
 /*! \brief The common part of argument and return values. */
 class TVMPODValue_ {
  public:
   operator double() const {
-    if (type_code_ == kDLInt) return static_cast<double>(value_.v_int64);
+    if (IsIntCode()) return static_cast<double>(value_.v_int64);
     TVM_CHECK_TYPE_CODE(type_code_, kDLFloat);
     return value_.v_float64;
   }
   operator int64_t() const {
-    TVM_CHECK_TYPE_CODE(type_code_, kDLInt);
+    if (!IsIntCode()) TVM_CHECK_TYPE_CODE(type_code_, kDLInt);
     return value_.v_int64;
   }
   operator uint64_t() const {
-    TVM_CHECK_TYPE_CODE(type_code_, kDLInt);
+    if (!IsIntCode()) TVM_CHECK_TYPE_CODE(type_code_, kDLInt);
     return value_.v_int64;
   }
   operator int() const {
-    TVM_CHECK_TYPE_CODE(type_code_, kDLInt);
+    if (!IsIntCode()) TVM_CHECK_TYPE_CODE(type_code_, kDLInt);
     ICHECK_LE(value_.v_int64, std::numeric_limits<int>::max());
     ICHECK_GE(value_.v_int64, std::numeric_limits<int>::min());
     return static_cast<int>(value_.v_int64);
   }
   operator bool() const {
-    TVM_CHECK_TYPE_CODE(type_code_, kDLInt);
+    if (!IsIntCode()) TVM_CHECK_TYPE_CODE(type_code_, kDLInt);
     return value_.v_int64 != 0;
   }
   operator void*() const {
@@ -239,6 +244,7 @@ class TVMPODValue_ {
   friend class TVMRetValue;
   friend class TVMMovableArgValue_;
   TVMPODValue_() : type_code_(kTVMNullptr) { value_.v_handle = nullptr; }
+  bool IsIntCode() const { return type_code_ == kDLInt || type_code_ == detail::kArgBoolCode; }
   TVMPODValue_(TVMValue value, int type_code, bool cxx = false)
       : value_(value), type_code_(type_code), cxx_(cxx) {}
   /*! \brief The raw object pointer of codes 8, 9, 13 and 14 (nullptr otherwise). */
@@ -692,6 +698,8 @@ inline const char* ArgTypeCode2Str(int type_code) {
       return "Object";
     case kTVMObjectRValueRefArg:
       return "ObjectRValueRefArg";
+    case detail::kArgBoolCode:
+      return "bool";
     default:
       // Not fatal (as in TVM): this text is written into other errors' messages.
       return type_code >= kTVMExtBegin && type_code < kTVMExtEnd ? "ext" : "unknown type code";
