@@ -125,6 +125,17 @@ void CallsFromC() {
   args[1].v_int64 = 2;
   OK(call_global("test.cpp.add", args, codes, 2, &rv, &rc));
   EXPECT(rc == kDLInt && rv.v_int64 == 3);
+  // NULL strings and byte arrays from C: errors, not crashes.
+  TVMValue sv[2];
+  int sc[2] = {kTVMStr, kDLInt};
+  sv[0].v_str = nullptr;
+  sv[1].v_int64 = 0;
+  ERR(call_global("test.cpp.throw", sv, sc, 2, &rv, &rc));
+  EXPECT(std::strstr(TVMGetLastError(), "null string") != nullptr);
+  sc[0] = kTVMBytes;
+  sv[0].v_handle = nullptr;
+  ERR(call_global("test.cpp.echo", sv, sc, 1, &rv, &rc));
+  EXPECT(std::strstr(TVMGetLastError(), "null byte array") != nullptr);
   // A type code C++ has no name for: an error, not a crash.
   codes[0] = 20;
   codes[1] = 127;

@@ -280,9 +280,14 @@ class TVMArgValue : public TVMPODValue_ {
     if (type_code_ == kTVMDataType) return DLDataType2String(operator DLDataType());
     if (type_code_ == kTVMBytes) {
       TVMByteArray* arr = static_cast<TVMByteArray*>(value_.v_handle);
-      return std::string(arr->data, arr->size);
+      ICHECK(arr != nullptr && (arr->data != nullptr || arr->size == 0))
+          << "ValueError: null byte array";
+      return arr->size == 0 ? std::string() : std::string(arr->data, arr->size);
     }
-    if (type_code_ == kTVMStr) return std::string(value_.v_str);
+    if (type_code_ == kTVMStr) {
+      ICHECK(value_.v_str != nullptr) << "ValueError: null string";
+      return std::string(value_.v_str);
+    }
     ICHECK(IsObjectRef<tvm::runtime::String>())
         << "Could not convert TVM object of type " << ArgTypeCode2Str(type_code_)
         << " to a string.";

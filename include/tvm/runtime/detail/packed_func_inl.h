@@ -178,13 +178,10 @@ inline TVMRetValue::operator T() const {
 inline void TVMRetValue::AssignArg(const TVMPODValue_& other, bool move) {
   switch (other.type_code()) {
     case kTVMStr:
-      SwitchToClass<std::string>(kTVMStr, std::string(other.value_.v_str));
+    case kTVMBytes:
+      SwitchToClass<std::string>(other.type_code(),
+                                 TVMArgValue(other.value_, other.type_code_).operator std::string());
       break;
-    case kTVMBytes: {
-      const TVMByteArray* arr = static_cast<const TVMByteArray*>(other.value_.v_handle);
-      SwitchToClass<std::string>(kTVMBytes, std::string(arr->data, arr->size));
-      break;
-    }
     case kTVMPackedFuncHandle:
       SwitchToClass<PackedFunc>(kTVMPackedFuncHandle,
                                 detail::FuncBridge::FromHandleBorrowed(other.value_.v_handle));
