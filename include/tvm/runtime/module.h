@@ -46,7 +46,7 @@ class RuntimeModuleNode;
 class Module : public ObjectRef {
  public:
   Module() {}
-  explicit Module(ObjectPtr<Object> n) : ObjectRef(n) {}
+  explicit Module(ObjectPtr<Object> n) : ObjectRef(std::move(n)) {}
   /*! \brief Function `name` of this module (and its imports if asked); nullptr if absent. */
   inline PackedFunc GetFunction(const std::string& name, bool query_imports = false);
   /*! \brief Adds `other` to this module's imports. */

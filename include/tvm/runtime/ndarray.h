@@ -45,7 +45,7 @@ class NDArray : public ObjectRef {
   using ContainerType = Container;
 
   NDArray() {}
-  explicit NDArray(ObjectPtr<Object> data) : ObjectRef(data) {}
+  explicit NDArray(ObjectPtr<Object> data) : ObjectRef(std::move(data)) {}
 
   inline void reset();
   inline int use_count() const;

@@ -242,7 +242,7 @@ class ObjectPtr {
 class ObjectRef {
  public:
   ObjectRef() = default;
-  explicit ObjectRef(ObjectPtr<Object> data) : data_(data) {}
+  explicit ObjectRef(ObjectPtr<Object> data) : data_(std::move(data)) {}
   bool same_as(const ObjectRef& other) const { return data_ == other.data_; }
   bool operator==(const ObjectRef& other) const { return data_ == other.data_; }
   bool operator!=(const ObjectRef& other) const { return data_ != other.data_; }
@@ -343,14 +343,16 @@ struct ObjectPtrEqual {
 
 #define TVM_DEFINE_OBJECT_REF_METHODS(TypeName, ParentType, ObjectName)                        \
   TypeName() = default;                                                                        \
-  explicit TypeName(::tvm::runtime::ObjectPtr<::tvm::runtime::Object> n) : ParentType(n) {}    \
+  explicit TypeName(::tvm::runtime::ObjectPtr<::tvm::runtime::Object> n)                      \
+      : ParentType(::std::move(n)) {}                                                          \
   TVM_DEFINE_DEFAULT_COPY_MOVE_AND_ASSIGN(TypeName)                                            \
   const ObjectName* operator->() const { return static_cast<const ObjectName*>(data_.get()); } \
   const ObjectName* get() const { return operator->(); }                                       \
   using ContainerType = ObjectName
 
 #define TVM_DEFINE_NOTNULLABLE_OBJECT_REF_METHODS(TypeName, ParentType, ObjectName)            \
-  explicit TypeName(::tvm::runtime::ObjectPtr<::tvm::runtime::Object> n) : ParentType(n) {}    \
+  explicit TypeName(::tvm::runtime::ObjectPtr<::tvm::runtime::Object> n)                      \
+      : ParentType(::std::move(n)) {}                                                          \
   TVM_DEFINE_DEFAULT_COPY_MOVE_AND_ASSIGN(TypeName)                                            \
   const ObjectName* operator->() const { return static_cast<const ObjectName*>(data_.get()); } \
   const ObjectName* get() const { return operator->(); }                                       \
@@ -360,12 +362,14 @@ struct ObjectPtrEqual {
 #define TVM_DEFINE_MUTABLE_OBJECT_REF_METHODS(TypeName, ParentType, ObjectName)             \
   TypeName() = default;                                                                     \
   TVM_DEFINE_DEFAULT_COPY_MOVE_AND_ASSIGN(TypeName)                                         \
-  explicit TypeName(::tvm::runtime::ObjectPtr<::tvm::runtime::Object> n) : ParentType(n) {} \
+  explicit TypeName(::tvm::runtime::ObjectPtr<::tvm::runtime::Object> n)                   \
+      : ParentType(::std::move(n)) {}                                                       \
   ObjectName* operator->() const { return static_cast<ObjectName*>(data_.get()); }          \
   using ContainerType = ObjectName
 
 #define TVM_DEFINE_MUTABLE_NOTNULLABLE_OBJECT_REF_METHODS(TypeName, ParentType, ObjectName) \
-  explicit TypeName(::tvm::runtime::ObjectPtr<::tvm::runtime::Object> n) : ParentType(n) {} \
+  explicit TypeName(::tvm::runtime::ObjectPtr<::tvm::runtime::Object> n)                   \
+      : ParentType(::std::move(n)) {}                                                       \
   TVM_DEFINE_DEFAULT_COPY_MOVE_AND_ASSIGN(TypeName)                                         \
   ObjectName* operator->() const { return static_cast<ObjectName*>(data_.get()); }          \
   ObjectName* get() const { return operator->(); }                                          \

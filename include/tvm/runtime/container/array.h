@@ -114,7 +114,7 @@ class Array : public ObjectRef {
   Array() { data_ = detail::EmptyRuntimeArray(); }
   Array(Array<T>&& other) : ObjectRef() { data_ = std::move(other.data_); }  // NOLINT(*)
   Array(const Array<T>& other) : ObjectRef() { data_ = other.data_; }       // NOLINT(*)
-  explicit Array(ObjectPtr<Object> n) : ObjectRef(n) {}
+  explicit Array(ObjectPtr<Object> n) : ObjectRef(std::move(n)) {}
   template <typename IterType>
   Array(IterType first, IterType last) {
     Assign(first, last);

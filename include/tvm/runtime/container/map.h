@@ -200,7 +200,7 @@ class Map : public ObjectRef {
     data_ = other.data_;
     return *this;
   }
-  explicit Map(ObjectPtr<Object> n) : ObjectRef(n) {}
+  explicit Map(ObjectPtr<Object> n) : ObjectRef(std::move(n)) {}
   template <typename IterType>
   Map(IterType begin, IterType end) {
     std::vector<std::pair<ObjectRef, ObjectRef>> kvs;

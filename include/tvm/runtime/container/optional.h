@@ -29,7 +29,7 @@ class Optional : public ObjectRef {
   Optional(Optional<T>&&) = default;
   Optional<T>& operator=(const Optional<T>&) = default;
   Optional<T>& operator=(Optional<T>&&) = default;
-  explicit Optional(ObjectPtr<Object> ptr) : ObjectRef(ptr) {}
+  explicit Optional(ObjectPtr<Object> ptr) : ObjectRef(std::move(ptr)) {}
   Optional(NullOptType) {}  // NOLINT(*)
   explicit Optional(std::nullptr_t) {}
   Optional<T>& operator=(std::nullptr_t) {
