@@ -76,6 +76,9 @@ Module LoadDemo(void* strm) {
 
 TVM_REGISTER_GLOBAL("runtime.module.loadbinary_cpp_demo").set_body_typed(LoadDemo);
 TVM_REGISTER_GLOBAL("test.cpp.make_demo").set_body_typed(MakeDemo);
+// A file loader for ".cppdemo" files, as TVM's runtime.module.loadfile_<format> globals.
+TVM_REGISTER_GLOBAL("runtime.module.loadfile_cppdemo")
+    .set_body_typed([](std::string path, std::string) { return MakeDemo(path, 9); });
 
 void LocalUse() {
   Module m = MakeDemo("local", 7);
@@ -205,6 +208,15 @@ void BlobLoader() {
 #endif
 }
 
+void FileLoader() {
+  Module m = Module::LoadFromFile("some/model.cppdemo");
+  const DemoModuleNode* n = m.as<DemoModuleNode>();
+  EXPECT(n != nullptr && n->name() == "some/model.cppdemo" && n->value() == 9);
+  EXPECT(g_alive == 1);
+  m = Module();
+  EXPECT(g_alive == 0);
+}
+
 void RuntimeModulesSeenOnce() {
   Module a = (*Registry::Get("runtime.ModuleFromFunctions"))("one");
   // The same runtime module seen twice is the same C++ Module.
@@ -250,6 +262,7 @@ int main() {
   RUN_TEST(SeenFromC);
   RUN_TEST(ImportedAndFoundBack);
   RUN_TEST(BlobLoader);
+  RUN_TEST(FileLoader);
   RUN_TEST(RuntimeModulesSeenOnce);
   RUN_TEST(Concurrency);
   EXPECT(g_alive == 0);

@@ -173,10 +173,16 @@ inline Registry& Registry::set_body(PackedFunc f) {  // NOLINT(*)
                                           override_ ? 1 : 0));
   func_ = f;
   override_ = true;  // a later set_body on this registration replaces the function
+  PackedFunc old;    // released after the lock (releasing may run finalizers)
   Manager* m = Manager::Global();
-  std::lock_guard<std::mutex> lock(m->mu);
-  auto it = m->got.find(name_);
-  if (it != m->got.end()) *it->second = body;
+  {
+    std::lock_guard<std::mutex> lock(m->mu);
+    auto it = m->got.find(name_);
+    if (it != m->got.end()) {
+      old = *it->second;
+      *it->second = body;
+    }
+  }
   return *this;
 }
 

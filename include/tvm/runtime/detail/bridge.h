@@ -266,6 +266,8 @@ class RuntimeModuleNode final : public ModuleNode {
  * \brief The C boundary of modules (see module.h): runtime module <-> C++ ModuleNode. One lock
  * guards the table from runtime modules to the C++ nodes standing for them (proxies, weakly;
  * user nodes, while the runtime module made for them lives) and the user nodes' rt_wrapper_.
+ * Nothing that may release an object (and so run a finalizer that takes the lock) is done
+ * while it is held.
  */
 class ModuleBridge {
  public:
@@ -273,14 +275,16 @@ class ModuleBridge {
   static ObjectPtr<Object> FromRuntime(Object* h, bool owned) {
     if (h == nullptr) return ObjectPtr<Object>();
     State& st = Get();
+    Object* node = nullptr;
     {
       std::lock_guard<std::mutex> lock(st.mu);
       auto it = st.nodes.find(h);
-      if (it != st.nodes.end() && ObjectUnsafe::TryIncRef(it->second)) {
-        Object* node = it->second;
-        if (owned) TVMObjectFree(h);
-        return ObjectUnsafe::FromOwned(node);
-      }
+      if (it != st.nodes.end() && ObjectUnsafe::TryIncRef(it->second)) node = it->second;
+    }
+    if (node != nullptr) {
+      // Outside the lock: this may free the runtime module, whose finalizer takes the lock.
+      if (owned) TVMObjectFree(h);
+      return ObjectUnsafe::FromOwned(node);
     }
     if (!owned) CheckCall(TVMObjectRetain(h));
     ObjectPtr<RuntimeModuleNode> proxy;

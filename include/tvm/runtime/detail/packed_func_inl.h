@@ -546,9 +546,15 @@ inline const std::vector<Module>& ModuleNode::imports() const {
     detail::RawRet r;
     detail::CallRaw(TVM_RT_GLOBAL("runtime.ModuleImportsSize"), &v, &c, 1, &r);
     size_t n = static_cast<size_t>(detail::RetInt(r, "runtime.ModuleImportsSize"));
-    std::lock_guard<std::mutex> lock(detail::ModuleBridge::ImportsLock());
     auto* self = const_cast<ModuleNode*>(this);
-    for (size_t i = self->imports_.size(); i < n; ++i) {
+    size_t have = 0;
+    {
+      std::lock_guard<std::mutex> lock(detail::ModuleBridge::ImportsLock());
+      have = self->imports_.size();
+    }
+    // Fetched without the lock (the runtime is called), appended with it.
+    std::vector<Module> fresh;
+    for (size_t i = have; i < n; ++i) {
       TVMValue a[2];
       int ac[2] = {kTVMModuleHandle, kDLInt};
       a[0].v_handle = rt_handle_;
@@ -557,8 +563,12 @@ inline const std::vector<Module>& ModuleNode::imports() const {
       detail::CallRaw(TVM_RT_GLOBAL("runtime.ModuleGetImport"), a, ac, 2, &m);
       ICHECK_EQ(m.code, kTVMModuleHandle) << "runtime.ModuleGetImport returned no module";
       m.Forget();
-      self->imports_.emplace_back(
+      fresh.emplace_back(
           detail::ModuleBridge::FromRuntime(static_cast<Object*>(m.value.v_handle), true));
+    }
+    std::lock_guard<std::mutex> lock(detail::ModuleBridge::ImportsLock());
+    for (size_t i = self->imports_.size(); i < n && i >= have && i - have < fresh.size(); ++i) {
+      self->imports_.push_back(fresh[i - have]);
     }
   }
   return imports_;
