@@ -306,15 +306,17 @@ class ModuleBridge {
   static TVMModuleHandle ToRuntime(ModuleNode* node, std::vector<ObjectRef>* keep) {
     if (node->rt_handle_ != nullptr) return node->rt_handle_;
     State& st = Get();
+    Object* w = nullptr;
     {
       std::lock_guard<std::mutex> lock(st.mu);
-      Object* w = node->rt_wrapper_;
-      if (w != nullptr && ObjectUnsafe::TryIncRef(w)) {
-        Keep(w, keep);
-        return w;
-      }
+      w = node->rt_wrapper_;
+      if (w != nullptr && !ObjectUnsafe::TryIncRef(w)) w = nullptr;
     }
-    Object* w = MakeWrapper(node);
+    if (w != nullptr) {
+      Keep(w, keep);
+      return w;
+    }
+    w = MakeWrapper(node);
     Keep(w, keep);
     return w;
   }
