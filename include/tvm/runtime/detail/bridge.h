@@ -294,8 +294,17 @@ class ModuleBridge {
       TVMObjectFree(h);
       throw;
     }
-    std::lock_guard<std::mutex> lock(st.mu);
-    st.nodes[h] = proxy.get();  // replaces a dying proxy's entry
+    Object* existing = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(st.mu);
+      Object*& slot = st.nodes[h];
+      if (slot != nullptr && ObjectUnsafe::TryIncRef(slot)) {
+        existing = slot;  // another thread made one meanwhile: keep one node per module
+      } else {
+        slot = proxy.get();  // new, or replacing a dying proxy's entry
+      }
+    }
+    if (existing != nullptr) return ObjectUnsafe::FromOwned(existing);  // ours goes
     return ObjectPtr<Object>(std::move(proxy));
   }
 
