@@ -20,8 +20,7 @@
 //!   under `parent_index` if new (`static_index` -1 or 9, TVM v0.8's `kDynamic`; another value
 //!   is only accepted for a key the runtime has). Child slots are not reserved (the headers
 //!   never decide derivation by index ranges, they ask `TVMObjectDerivedFrom`).
-//! * `runtime.TVMArrayCreateView(arr: NDArray, shape: ShapeTuple[, dtype[, byte_offset: 0]])
-//!   -> NDArray`: `NDArray::CreateView` (the name and first arguments of later TVM releases).
+//! * (`NDArray::CreateView` uses `runtime.TVMArrayCreateView` of `crate::compat`.)
 //! * `runtime.ModuleSaveToBinary(mod: Module) -> bytes`: `ModuleNode::SaveToBinary` of a module
 //!   of this runtime.
 //! * `runtime.EnvCheckSignals()`: `tvm::runtime::EnvCheckSignals`: fails with the "frontend
@@ -30,9 +29,9 @@
 use crate::error::{Error, Result};
 use crate::function::PackedFunc;
 use crate::module::{Module, ModuleNode};
-use crate::object::{self, index, ShapeTupleObj};
+use crate::object::{self, index};
 use crate::registry::Registrar;
-use crate::value::{code, code_name, Args, Value};
+use crate::value::{code_name, Args, Value};
 use std::any::Any;
 
 /// A module made of a dispatch callback (`runtime.ModuleFromPackedFunc`).
@@ -127,23 +126,6 @@ fn get_or_alloc_type_index(a: &Args<'_>) -> Result<Value> {
     Ok(Value::Int(i64::from(object::register_type(&key, &parent_key))))
 }
 
-fn create_view(a: &Args<'_>) -> Result<Value> {
-    if !(2..=4).contains(&a.len()) {
-        return Err(Error::tvm(format!(
-            "Function runtime.TVMArrayCreateView expects 2 to 4 arguments, but {} were provided.",
-            a.len()
-        )));
-    }
-    let arr = a.ndarray(0)?.ok_or_else(|| Error::value("runtime.TVMArrayCreateView: the array is None"))?;
-    let shape = a.object_of(1, index::SHAPE_TUPLE, "runtime.ShapeTuple")?;
-    let dims = shape.downcast::<ShapeTupleObj>().map(|t| t.dims().to_vec()).unwrap_or_default();
-    let dtype = if a.len() > 2 && a.code(2)? != code::NULL { a.dtype(2)? } else { arr.dtype() };
-    if a.len() > 3 && a.i64(3)? != 0 {
-        return Err(Error::unsupported("runtime.TVMArrayCreateView with a non-zero byte offset"));
-    }
-    Ok(Value::NDArray(arr.create_view(&dims, dtype)?))
-}
-
 fn module_arg(a: &Args<'_>, i: usize) -> Result<Module> {
     a.module(i)?.ok_or_else(|| Error::value(format!("argument {i}: expected a module, got None")))
 }
@@ -158,7 +140,6 @@ pub fn register(r: &mut Registrar<'_>) {
         Ok(Value::Module(Module::new(DispatchModule { type_key, dispatch })))
     });
     r.func("runtime.ObjectGetOrAllocTypeIndex", get_or_alloc_type_index);
-    r.func("runtime.TVMArrayCreateView", create_view);
     r.func("runtime.ModuleSaveToBinary", |a| {
         a.expect_len("runtime.ModuleSaveToBinary", 1)?;
         Ok(Value::bytes(module_arg(a, 0)?.node().save_to_binary()?))
@@ -169,10 +150,7 @@ pub fn register(r: &mut Registrar<'_>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::abi::DLDevice;
-    use crate::ndarray::NDArray;
     use crate::registry;
-    use crate::value::dtype;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
 
@@ -263,33 +241,6 @@ mod tests {
         assert!(alloc("test.cpp.Static", 5, 0).is_err());
         assert!(alloc("test.cpp.Orphan", index::DYNAMIC, 1_000_000).is_err());
         assert!(alloc("", index::DYNAMIC, 0).is_err());
-    }
-
-    #[test]
-    fn create_view_shares_data() {
-        let cpu = DLDevice { device_type: 1, device_id: 0 };
-        let arr = NDArray::empty(&[2, 3], dtype::FLOAT32, cpu).unwrap();
-        let bytes: Vec<u8> = (0..6).flat_map(|i| (i as f32).to_le_bytes()).collect();
-        arr.copy_from_bytes(&bytes).unwrap();
-        let shape = ShapeTupleObj::new_object(vec![3, 2]);
-        let v = global("runtime.TVMArrayCreateView", &[Value::NDArray(arr.clone()), Value::Object(shape.clone())]);
-        let v = match v.unwrap() {
-            Value::NDArray(v) => v,
-            other => panic!("{other:?}"),
-        };
-        assert_eq!(v.shape(), &[3, 2]);
-        assert_eq!(v.tensor().data, arr.tensor().data);
-        assert_eq!(v.to_bytes().unwrap(), bytes);
-        let v = global(
-            "runtime.TVMArrayCreateView",
-            &[Value::NDArray(arr.clone()), Value::Object(shape.clone()), Value::str("int32")],
-        )
-        .unwrap();
-        assert!(matches!(v, Value::NDArray(v) if v.dtype() == dtype::dtype(0, 32, 1)));
-        let big = ShapeTupleObj::new_object(vec![7]);
-        assert!(global("runtime.TVMArrayCreateView", &[Value::NDArray(arr.clone()), Value::Object(big)]).is_err());
-        let off = [Value::NDArray(arr), Value::Object(shape), Value::Null, Value::Int(4)];
-        assert!(global("runtime.TVMArrayCreateView", &off).is_err());
     }
 
     #[test]
