@@ -10,6 +10,9 @@
 #include <tvm/runtime/c_runtime_api.h>
 
 /* Exported by libtvm_runtime.so but declared in no header (as in TVM v0.8). */
+#ifdef __cplusplus
+extern "C"
+#endif
 int TVMArrayGetTypeIndex(TVMArrayHandle handle, unsigned* out_tindex);
 
 static int g_failed = 0;

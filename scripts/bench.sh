@@ -2,7 +2,8 @@
 # Side-by-side benchmarks with ../shared/tools/rtprobe.c: builds the probe against our headers
 # and runs each measurement against our library and, when REF_LIB_DIR names a directory with
 # TVM's own libtvm_runtime.so (built by hand from v0.8.0), against it in the same run.
-# Prints medians. Usage: [REF_LIB_DIR=...] [RUNS=5] scripts/bench.sh [call|launch|idle|op|graph|byoc|load ...]
+# Prints medians. Usage: [REF_LIB_DIR=...] [RUNS=5] scripts/bench.sh [call|launch|idle|op|graph|byoc|load|cpp ...]
+# (cpp: the C++ runtime API's costs over the C API, benches/cpp_api.cpp; ours only.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FIX="${TVM_FIXTURES:-$PWD/../shared/fixtures}"
@@ -49,5 +50,9 @@ for w in "${what[@]}"; do
             METRIC=$metric run "${m}_$metric(2 threads)" TVM_NUM_THREADS=2 -- graph "$FIX/$m.so" "$FIX/$m.input.data.npy" "$FIX/cnn.output.0.npy" 200
           done; done ;;
     load) run "load_add_one_ms" METRIC=load_ms -- op "$FIX/add_one.so" add_one 1 "$FIX/add_one.A.npy" "$FIX/add_one.B.npy" ;;
+    cpp) c++ -O2 -std=c++17 -Iinclude benches/cpp_api.cpp -o build/bench/cpp_api -Ltarget/release -ltvm_runtime
+         for _ in $(seq "$RUNS"); do LD_LIBRARY_PATH="$PWD/target/release" build/bench/cpp_api; done |
+           awk '{v[$1] = v[$1] " " $2} END {for (k in v) print k, v[k]}' | sort |
+           while read -r k vals; do printf '%-28s %-5s %s\n' "$k" ours "$(tr ' ' '\n' <<<"$vals" | median)"; done ;;
   esac
 done

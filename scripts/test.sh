@@ -74,6 +74,7 @@ echo "== the C++ example through find_package"
 cmake -S examples/cpp -B build/cpp -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build build/cpp >/dev/null
 LD_LIBRARY_PATH="$prefix/lib" ./build/cpp/run_model_cpp "$PWD/build/demo/demo_model.so" | grep "output \[1, 3\]: 4.85 2.3 10.55"
+./scripts/test-cpp.sh
 for kind in shared static; do
   st=OFF; [ "$kind" = static ] && st=ON
   cmake -S ctests -B "build/ctests-installed-$kind" -DTVM_RT_USE_INSTALLED=ON -DTVM_RT_LINK_STATIC=$st \

@@ -11,6 +11,7 @@ pub mod backend_env;
 pub mod byoc;
 pub mod compat;
 pub mod contrib;
+pub mod cpp;
 pub mod device;
 pub mod error;
 pub mod executor;

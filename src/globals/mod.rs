@@ -23,4 +23,5 @@ pub fn register_builtins(r: &mut Registrar<'_>) {
     crate::compat::register(r);
     crate::rpc::register(r);
     crate::byoc::register(r);
+    crate::cpp::register(r);
 }
