@@ -15,6 +15,7 @@ pub mod ffi;
 pub mod function;
 pub mod globals;
 pub mod io;
+pub mod mapped;
 pub mod module;
 pub mod ndarray;
 pub mod object;

@@ -34,7 +34,7 @@ pub(super) fn register(r: &mut Registrar<'_>) {
     });
     r.func("runtime.LoadParams", |a| {
         a.expect_len("runtime.LoadParams", 1)?;
-        let params = load_params(&a.bytes(0)?)?;
+        let params = load_params(&a.bytes_view(0)?)?;
         let pairs =
             params.into_iter().map(|(n, arr)| (StringObj::new_object(n.as_bytes()), Some(arr.into_object()))).collect();
         Ok(Value::Object(MapObj::new_object(pairs)))

@@ -3,15 +3,19 @@
 //!
 //! Parameters handed over by a factory are shared, not copied, when their storage slot holds
 //! nothing else: the executor's data entry *is* the factory's array. Any path that could write
-//! such an entry (`set_input`, `get_input`'s view, `load_params`) first gives the executor a
-//! private copy, so executors never see each other's writes.
+//! such an entry (`set_input`, `get_input`'s or `get_output`'s view, `load_params`, the other side
+//! of `share_params`) first gives the executor a private copy, so executors never see each
+//! other's writes, and a factory's weight used in place in a library's read-only mapping is
+//! never written.
 
 use super::json::{Graph, NodeEntry};
 use crate::abi::{DLDataType, DLDevice, DLTensor, TVMValue};
 use crate::device::{self, shape_bytes};
 use crate::error::{Error, Result};
 use crate::function::PackedFunc;
+use crate::mapped::Region;
 use crate::module::Module;
+use crate::ndarray::serialize::Record;
 use crate::ndarray::{copy_tensor, NDArray};
 use crate::object::{ArrayObj, StringObj};
 use crate::value::dtype;
@@ -383,14 +387,16 @@ impl GraphExecutor {
         check_index(idx, self.num_outputs(), "output")
     }
 
-    /// Gives entry `eid` private storage if it is shared with a factory.
-    fn make_private(&self, st: &mut State, eid: usize) -> Result<()> {
+    /// Gives entry `eid` private storage if it is shared with a factory (whose array may be
+    /// read-only memory, see [`crate::mapped`]), filled with `with`, or else with the shared data.
+    /// Returns whether `with` was copied in (false: the entry was private already, untouched).
+    fn make_private(&self, st: &mut State, eid: usize, with: Option<&DLTensor>) -> Result<bool> {
         if !st.shared[eid] {
-            return Ok(());
+            return Ok(false);
         }
         let old = st.data_entry[eid].clone();
         let fresh = NDArray::empty(old.shape(), old.dtype(), old.device())?;
-        copy_tensor(old.tensor(), fresh.tensor(), std::ptr::null_mut())?;
+        copy_tensor(with.unwrap_or(old.tensor()), fresh.tensor(), std::ptr::null_mut())?;
         let (old_ptr, new_ptr) = (old.tensor().data, fresh.tensor().data);
         let sid = self.graph.storage_id[eid];
         st.storage[sid] = fresh.clone();
@@ -403,7 +409,7 @@ impl GraphExecutor {
                 }
             }
         }
-        Ok(())
+        Ok(with.is_some())
     }
 
     /// `set_input`: copies a tensor into input `idx`.
@@ -411,7 +417,6 @@ impl GraphExecutor {
         self.check_input(idx)?;
         let eid = self.input_entry(idx);
         let mut st = self.state.lock();
-        self.make_private(&mut st, eid)?;
         let name = &self.graph.nodes[self.graph.arg_nodes[idx] as usize].name;
         let want = st.data_entry[eid].dtype();
         if from.dtype != want {
@@ -420,6 +425,11 @@ impl GraphExecutor {
                 dtype::format(from.dtype).unwrap_or_default(),
                 dtype::format(want).unwrap_or_default()
             )));
+        }
+        // A shared entry gets its own array filled from `from` at once (one copy, not two).
+        let copied = self.make_private(&mut st, eid, Some(from)).map_err(|e| e.context(format!("input {name}")))?;
+        if copied {
+            return Ok(());
         }
         copy_tensor(from, st.data_entry[eid].tensor(), std::ptr::null_mut())
             .map_err(|e| e.context(format!("input {name}")))
@@ -488,19 +498,24 @@ impl GraphExecutor {
         self.check_input(idx)?;
         let eid = self.input_entry(idx);
         let mut st = self.state.lock();
-        self.make_private(&mut st, eid)?;
+        self.make_private(&mut st, eid, None)?;
         Ok(st.data_entry[eid].clone())
     }
 
-    /// `get_output`: a view of output `idx`.
+    /// `get_output`: a view of output `idx` (made private first if it is a shared parameter,
+    /// since callers may write through it).
     pub fn get_output(&self, idx: usize) -> Result<NDArray> {
         self.check_output(idx)?;
-        Ok(self.state.lock().data_entry[self.output_entry(idx)].clone())
+        let eid = self.output_entry(idx);
+        let mut st = self.state.lock();
+        self.make_private(&mut st, eid, None)?;
+        Ok(st.data_entry[eid].clone())
     }
 
     /// `get_output(idx, out)`: shape check, then a copy.
     pub fn copy_output_to(&self, idx: usize, out: &DLTensor) -> Result<()> {
-        let a = self.get_output(idx)?;
+        self.check_output(idx)?;
+        let a = self.state.lock().data_entry[self.output_entry(idx)].clone();
         if device::tensor_shape(out)? != a.shape() {
             return Err(Error::value(format!(
                 "get_output: the output tensor has shape {:?}, expected {:?}",
@@ -531,39 +546,67 @@ impl GraphExecutor {
         Self::run_range(&st, &self.graph.nodes, 0, st.ops.len() - 1)
     }
 
-    /// `load_params`: copies every named array that is an input.
+    /// `load_params`: copies every named array that is an input. The whole blob is checked
+    /// first, and each array is copied straight from the caller's bytes into the executor (no
+    /// parsed copy in between); when those bytes are a read-only file mapping, its pages are
+    /// given back as they are copied (see [`crate::mapped`]).
     pub fn load_params(&self, blob: &[u8]) -> Result<()> {
-        let params = crate::ndarray::serialize::load_params(blob)?;
+        let records = crate::ndarray::serialize::param_records(blob)?;
+        let region = Region::new(blob, None);
         let mut matched = 0;
-        for (name, arr) in &params {
+        for (name, rec) in &records {
             if let Some(idx) = self.input_index(name) {
-                self.set_input(idx, arr.tensor()).map_err(|e| e.context(format!("param {name}")))?;
+                self.set_input_record(idx, rec, &region).map_err(|e| e.context(format!("param {name}")))?;
                 matched += 1;
             }
+            region.release_to(rec.data.as_ptr() as usize + rec.data.len());
         }
-        if matched == 0 && !params.is_empty() {
+        if matched == 0 && !records.is_empty() {
             return Err(Error::value(format!(
                 "load_params: none of the {} params ({}, ...) is an input of this graph",
-                params.len(),
-                params[0].0
+                records.len(),
+                records[0].0
             )));
         }
         Ok(())
+    }
+
+    /// `set_input` from a params record, without an intermediate array where the stored bytes
+    /// are the array's bytes (every type but vector types).
+    fn set_input_record(&self, idx: usize, rec: &Record<'_>, region: &Region) -> Result<()> {
+        let view = DLTensor {
+            data: rec.data.as_ptr().cast_mut().cast(),
+            device: DLDevice { device_type: device::CPU, device_id: 0 },
+            ndim: i32::try_from(rec.shape.len()).map_err(|_| Error::value("too many dimensions"))?,
+            dtype: rec.dtype,
+            shape: rec.shape.as_ptr().cast_mut(),
+            strides: std::ptr::null_mut(),
+            byte_offset: 0,
+        };
+        if device::tensor_bytes(&view)? == rec.data.len() {
+            // `view` only borrows `rec`, which outlives the call; copies only read it.
+            self.set_input(idx, &view)
+        } else {
+            self.set_input(idx, rec.to_array(Some(region))?.tensor())
+        }
     }
 
     /// `share_params`: makes the named inputs the same arrays as `other`'s.
     pub fn share_params(&self, other: &GraphExecutor, blob: &[u8]) -> Result<()> {
         let names = crate::ndarray::serialize::load_param_names(blob)?;
         let other_entries: Vec<(usize, NDArray)> = {
-            let ost = other.state.lock();
-            names
-                .iter()
-                .filter_map(|n| {
-                    let idx = self.input_index(n)?;
-                    let oidx = other.input_index(n)?;
-                    Some((idx, ost.data_entry[other.input_entry(oidx)].clone()))
-                })
-                .collect()
+            let mut ost = other.state.lock();
+            let mut v = Vec::new();
+            for n in &names {
+                let (Some(idx), Some(oidx)) = (self.input_index(n), other.input_index(n)) else { continue };
+                // The other executor's array becomes its own first if a factory shares it: the
+                // two executors then share it as in TVM (writes through either reach both),
+                // and the factory and its other executors are unaffected.
+                let oeid = other.input_entry(oidx);
+                other.make_private(&mut ost, oeid, None)?;
+                v.push((idx, ost.data_entry[oeid].clone()));
+            }
+            v
         };
         let mut st = self.state.lock();
         for (idx, arr) in other_entries {
@@ -894,13 +937,13 @@ pub fn get_function(exec: &GraphExecutor, name: &str, this: &Module) -> Option<P
             }
             Ok(Value::Object(ArrayObj::new_object(outs)))
         }),
-        "load_params" => with(|e, a| e.load_params(&a.bytes(0)?).map(|()| Value::Null)),
+        "load_params" => with(|e, a| e.load_params(&a.bytes_view(0)?).map(|()| Value::Null)),
         "share_params" => with(|e, a| {
             let other = a.module(0)?.ok_or_else(|| Error::value("share_params: expected a module"))?;
             let o = other.downcast::<GraphExecutor>().ok_or_else(|| {
                 Error::type_error(format!("share_params: expected a GraphExecutor, got {}", other.type_key()))
             })?;
-            e.share_params(o, &a.bytes(1)?).map(|()| Value::Null)
+            e.share_params(o, &a.bytes_view(1)?).map(|()| Value::Null)
         }),
         "run_individual" => with(|e, a| Ok(Value::str(e.run_individual(a.i64(0)?, a.i64(1)?, a.i64(2)?)?))),
         "execute_node" => with(|e, a| e.execute_node(a.i64(0)?).map(|()| Value::Null)),

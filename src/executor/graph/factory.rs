@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::function::PackedFunc;
 use crate::io::{Reader, Writer};
 use crate::module::{Module, ModuleNode};
-use crate::ndarray::serialize::{load_ndarray, save_ndarray};
+use crate::ndarray::serialize::{load_ndarray_shared, save_ndarray};
 use crate::ndarray::NDArray;
 use crate::value::{Args, Value};
 use std::any::Any;
@@ -36,9 +36,12 @@ impl GraphExecutorFactory {
                 names.len()
             )));
         }
+        // Parameters are shared by the executors, which copy one before writing it, so aligned
+        // ones may stay in the library's mapping (zero-copy); the others are copied out and the
+        // blob's pages behind them given back as they go.
         let mut params = Vec::with_capacity(names.len());
         for n in names {
-            let a = load_ndarray(r).map_err(|e| e.context(format!("GraphExecutorFactory: param {n}")))?;
+            let a = load_ndarray_shared(r).map_err(|e| e.context(format!("GraphExecutorFactory: param {n}")))?;
             params.push((n, a));
         }
         let module_name = r.string().map_err(|e| e.context("GraphExecutorFactory: module name"))?;
