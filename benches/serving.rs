@@ -639,7 +639,7 @@ fn main() {
         .map(PathBuf::from)
         .unwrap_or_else(|_| root.join("target/release/libtvm_runtime.so"));
     let mut libs = vec![("ours", ours.to_str().unwrap().to_owned())];
-    if let Ok(r) = std::env::var("TVM_REF_LIB") {
+    if let Some(r) = std::env::var("TVM_REF_LIB").ok().filter(|r| !r.is_empty()) {
         libs.push(("tvm", r));
     }
     let rounds = std::env::var("ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(3);

@@ -2,7 +2,8 @@
 # Side-by-side benchmarks with ../shared/tools/rtprobe.c: builds the probe against our headers
 # and runs each measurement against our library and, when REF_LIB_DIR names a directory with
 # TVM's own libtvm_runtime.so (built by hand from v0.8.0), against it in the same run.
-# Prints medians. Usage: [REF_LIB_DIR=...] [RUNS=5] scripts/bench.sh [call|launch|idle|op|graph|load ...]
+# Prints medians. Usage: [REF_LIB_DIR=...] [RUNS=5] scripts/bench.sh [call|launch|idle|op|graph|load|peak ...]
+# Serving figures (issue 17) come from benches/serving.rs: scripts/bench.sh rss|share|serve.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FIX="${TVM_FIXTURES:-$PWD/../shared/fixtures}"
@@ -24,7 +25,7 @@ run() { # name env... -- args...
     local tag=${l%%:*} dir=${l#*:}
     local vals=()
     for _ in $(seq "$RUNS"); do
-      vals+=("$(cd "$FIX" && env "${envs[@]}" LD_LIBRARY_PATH="$dir" "$PROBE" "$@" | awk -v m="${METRIC:-}" 'm == "" || $1 == m {print $2}' | head -1)")
+      vals+=("$(cd "$FIX" && env "${envs[@]}" LD_LIBRARY_PATH="$dir" ${WRAP:-} "$PROBE" "$@" | awk -v m="${METRIC:-}" 'm == "" || $1 == m {print $2}' | head -1)")
     done
     printf '%-28s %-5s %s\n' "$name" "$tag" "$(printf '%s\n' "${vals[@]}" | median)"
   done
@@ -46,5 +47,11 @@ for w in "${what[@]}"; do
              done
            done ;;
     load) run "load_add_one_ms" METRIC=load_ms -- op "$FIX/add_one.so" add_one 1 "$FIX/add_one.A.npy" "$FIX/add_one.B.npy" ;;
+    peak) for m in resnet18 mobilenet; do  # peak resident set of rtprobe graph (load, create, 3 runs)
+            WRAP="/usr/bin/time -o /dev/stdout -f peak_rss_kb\\t%M" METRIC=peak_rss_kb run "${m}_peak_rss_kb(2 threads)" \
+              TVM_NUM_THREADS=2 -- graph "$FIX/$m.so" "$FIX/$m.input.data.npy" "$FIX/$m.output.0.npy" 3
+          done ;;
+    rss|share|serve)  # benches/serving.rs: peak RSS by form, second process, concurrent executors
+      TVM_REF_LIB="${REF_LIB_DIR:+$REF_LIB_DIR/libtvm_runtime.so}" cargo bench --quiet --bench serving -- "$w" ;;
   esac
 done
