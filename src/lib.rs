@@ -6,7 +6,9 @@
 //! [`device`], [`threading`]), which never imports `ffi`.
 
 pub mod abi;
+pub mod aot;
 pub mod backend_env;
+pub mod compat;
 pub mod contrib;
 pub mod device;
 pub mod error;
@@ -22,3 +24,4 @@ pub mod object;
 pub mod registry;
 pub mod threading;
 pub mod value;
+pub mod vm;

@@ -430,6 +430,42 @@ fn share_params_over_factory_weights_keeps_tvm_semantics() {
     check(&executor(&factory), &w1(), &w2());
 }
 
+#[test]
+fn graph_params_handed_out_are_writable_and_reach_only_later_executors() {
+    let m = model();
+    let factory = load(&m.so).unwrap();
+    let before = executor(&factory);
+    let params = match call(&get_function(&factory, "get_graph_params", false).unwrap(), &[]).unwrap() {
+        Ret::Other(8, h) => h as usize as *mut c_void,
+        other => panic!("get_graph_params: {other:?}"),
+    };
+    let get_item = global("runtime.MapGetItem").unwrap();
+    let item = |name: &str| {
+        let key = CString::new(name).unwrap();
+        let mut values = [TVMValue { v_handle: params }, TVMValue { v_str: key.as_ptr() }];
+        let mut codes: [c_int; 2] = [8, 11];
+        let mut rv = TVMValue { v_int64: 0 };
+        let mut rc: c_int = 0;
+        // SAFETY: live function and map; arrays of equal length.
+        let st = unsafe { api::TVMFuncCall(get_item.0, values.as_mut_ptr(), codes.as_mut_ptr(), 2, &mut rv, &mut rc) };
+        assert_eq!((st, rc), (0, 13), "{}", last_error());
+        // SAFETY: code 13 carries an owned NDArray handle.
+        DevArray(unsafe { rv.v_handle }.cast())
+    };
+    // w1 was used in place (read-only memory): what is handed out is a writable copy.
+    let w1_out = item("w1");
+    assert_eq!(w1_out.f32s(N), w1());
+    let threes = vec![3.0f32; N];
+    w1_out.write(threes.as_ptr().cast(), N * 4);
+    // The same arrays on a second call.
+    assert_eq!(item("w1").f32s(N), threes);
+    // Executors made afterwards see the write, the one made before does not (as in TVM).
+    check(&executor(&factory), &threes, &w2());
+    check(&before, &w1(), &w2());
+    // SAFETY: an owned map handle.
+    assert_eq!(unsafe { tvm_runtime::ffi::object::TVMObjectFree(params) }, 0);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Peak resident set of TVM's resnet18 in a fresh process.
 

@@ -24,6 +24,8 @@ enum Source {
     External,
     /// Read-only bytes of a file mapping (a weight used in place), kept mapped by the keeper.
     Mapped(#[expect(dead_code, reason = "held only to keep the mapping alive")] crate::mapped::KeepAlive),
+    /// Memory owned by another object (a VM storage block), kept alive by this reference.
+    Keep(#[expect(dead_code, reason = "held only to keep the owner alive")] ObjectRef),
 }
 
 /// The body of an NDArray object.
@@ -66,7 +68,7 @@ impl Drop for NDArrayObj {
                     unsafe { del(m) };
                 }
             }
-            Source::View(_) | Source::External | Source::Mapped(_) => {}
+            Source::View(_) | Source::External | Source::Mapped(_) | Source::Keep(_) => {}
         }
     }
 }
@@ -166,13 +168,36 @@ impl NDArray {
         }
     }
 
+    /// An array at `byte_offset` of memory that `owner` holds (a VM storage block); the
+    /// reference keeps the owner alive while the array lives.
+    pub fn in_storage(
+        data: *mut c_void,
+        byte_offset: u64,
+        shape: &[i64],
+        dtype: DLDataType,
+        dev: DLDevice,
+        owner: ObjectRef,
+    ) -> Result<NDArray> {
+        device::shape_bytes(shape, dtype)?;
+        let mut tensor = bare_tensor(data, dev, dtype);
+        tensor.byte_offset = byte_offset;
+        Ok(Self::make(tensor, shape.to_vec(), Source::Keep(owner)))
+    }
+
     /// A view of this array's data with another shape/dtype (must not be larger).
     pub fn create_view(&self, shape: &[i64], dtype: DLDataType) -> Result<NDArray> {
+        self.create_view_at(shape, dtype, 0)
+    }
+
+    /// A view of this array's data from byte `offset` on, with another shape/dtype (it must
+    /// fit; TVM v0.9+'s `CreateView` with a relative byte offset).
+    pub fn create_view_at(&self, shape: &[i64], dtype: DLDataType, offset: u64) -> Result<NDArray> {
         let want = device::shape_bytes(shape, dtype)?;
         let have = self.byte_size()?;
-        if want > have {
+        let end = usize::try_from(offset).ok().and_then(|o| o.checked_add(want));
+        if !matches!(end, Some(e) if e <= have) {
             return Err(Error::value(format!(
-                "CreateView: the view of shape {shape:?} needs {want} bytes but the array has {have}"
+                "CreateView: the view of shape {shape:?} needs {want} bytes from byte {offset} but the array has {have}"
             )));
         }
         if !is_contiguous(self.tensor()) {
@@ -181,6 +206,7 @@ impl NDArray {
         let mut t = *self.tensor();
         t.dtype = dtype;
         t.strides = std::ptr::null_mut();
+        t.byte_offset += offset;
         Ok(Self::make(t, shape.to_vec(), Source::View(self.clone())))
     }
 

@@ -3,6 +3,8 @@
 //! `cc -shared -fPIC`), the real TVM fixtures, and a small `.npy` reader.
 #![allow(dead_code, reason = "each test binary uses a different part of this support module")]
 
+pub mod vm;
+
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::{Path, PathBuf};
 use std::process::Command;
