@@ -2,7 +2,7 @@
 # Side-by-side benchmarks with ../shared/tools/rtprobe.c: builds the probe against our headers
 # and runs each measurement against our library and, when REF_LIB_DIR names a directory with
 # TVM's own libtvm_runtime.so (built by hand from v0.8.0), against it in the same run.
-# Prints medians. Usage: [REF_LIB_DIR=...] [RUNS=5] scripts/bench.sh [call|launch|idle|op|graph|load|peak ...]
+# Prints medians. Usage: [REF_LIB_DIR=...] [RUNS=5] scripts/bench.sh [call|launch|idle|op|graph|load|peak|where ...]
 # Serving figures (issue 17) come from benches/serving.rs: scripts/bench.sh rss|share|serve.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,6 +51,23 @@ for w in "${what[@]}"; do
             WRAP="/usr/bin/time -o /dev/stdout -f peak_rss_kb\\t%M" METRIC=peak_rss_kb run "${m}_peak_rss_kb(2 threads)" \
               TVM_NUM_THREADS=2 -- graph "$FIX/$m.so" "$FIX/$m.input.data.npy" "$FIX/$m.output.0.npy" 3
           done ;;
+    where)  # where a 2-thread model run spends its time: scheduler events per run, CPU by library
+      command -v perf >/dev/null 2>&1 || { echo "where: needs perf (apt-get install linux-perf)"; continue; }
+      perfdata="$PWD/build/bench/perf.data"
+      for m in resnet18 mobilenet; do
+        for l in "${libs[@]}"; do
+          tag=${l%%:*} dir=${l#*:}
+          args=(graph "$FIX/$m.so" "$FIX/$m.input.data.npy" "$FIX/$m.output.0.npy" 20)
+          ev=task-clock,context-switches,cpu-migrations
+          perf stat -e syscalls:sys_enter_futex true >/dev/null 2>&1 && ev+=",syscalls:sys_enter_futex,syscalls:sys_enter_sched_yield"
+          printf '%-10s %-5s per run (21 runs): ' "$m" "$tag"
+          (cd "$FIX" && TVM_NUM_THREADS=2 LD_LIBRARY_PATH="$dir" perf stat -x, -e "$ev" "$PROBE" "${args[@]}" 2>&1 >/dev/null) |
+            awk -F, '$1 ~ /^[0-9.]+$/ {printf "%s %.1f  ", $3, $1 / 21} END {print ""}' || true
+          (cd "$FIX" && TVM_NUM_THREADS=2 LD_LIBRARY_PATH="$dir" perf record -q -e cpu-clock -F 5000 -o "$perfdata" \
+             "$PROBE" "${args[@]}" >/dev/null 2>&1)
+          perf report -i "$perfdata" --no-children --sort dso --stdio 2>/dev/null | awk '/%/ && n++ < 5 {print "    " $0}' || true
+        done
+      done ;;
     rss|share|serve)  # benches/serving.rs: peak RSS by form, second process, concurrent executors
       TVM_REF_LIB="${REF_LIB_DIR:+$REF_LIB_DIR/libtvm_runtime.so}" cargo bench --quiet --bench serving -- "$w" ;;
   esac

@@ -6,9 +6,11 @@
 //! [`device`], [`threading`]), which never imports `ffi`.
 
 pub mod abi;
+#[cfg(feature = "aot")]
 pub mod aot;
 pub mod backend_env;
 pub mod compat;
+#[cfg(feature = "contrib")]
 pub mod contrib;
 pub mod device;
 pub mod error;
@@ -24,4 +26,5 @@ pub mod object;
 pub mod registry;
 pub mod threading;
 pub mod value;
+#[cfg(feature = "vm")]
 pub mod vm;

@@ -179,7 +179,10 @@ fn model() -> Model {
     assert_ne!(w2_at % 128, 0);
     assert_eq!(&blob[w2_at..w2_at + 8], &f32_bytes(&w2()[..2])[..]);
 
-    let bin = dir().join(format!("blob-{}.bin", std::process::id()));
+    // Every call writes its own files: tests run in parallel.
+    static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let id = format!("{}-{}", std::process::id(), SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    let bin = dir().join(format!("blob-{id}.bin"));
     std::fs::write(&bin, &blob).unwrap();
     let asm = format!(
         "__asm__(\".section .rodata\\n.balign 4096\\n.globl __tvm_dev_mblob\\n.type __tvm_dev_mblob, @object\\n\
@@ -195,7 +198,7 @@ fn model() -> Model {
     put_u64(&mut params, 2);
     params.extend_from_slice(&record(&w1()));
     params.extend_from_slice(&record(&w2()));
-    let params_path = dir().join(format!("lean-{}.params", std::process::id()));
+    let params_path = dir().join(format!("lean-{id}.params"));
     std::fs::write(&params_path, params).unwrap();
     Model { so, lib_only, json, params: params_path, factory_entry: entry, w1_at, w2_at }
 }

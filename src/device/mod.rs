@@ -6,8 +6,11 @@
 //! `runtime.RuntimeEnabled` behave as TVM's do.
 
 pub mod cpu;
+#[cfg(feature = "cuda")]
 pub mod cuda;
+#[cfg(any(feature = "opencl", feature = "cuda"))]
 pub mod kernel;
+#[cfg(feature = "opencl")]
 pub mod opencl;
 pub mod workspace;
 
@@ -203,7 +206,9 @@ pub fn get_api(device_type: i32, allow_missing: bool) -> Result<Option<&'static 
     let name = device_name(device_type)?;
     let api: Option<&'static dyn DeviceApi> = match device_type {
         CPU => Some(&cpu::CPU_API),
+        #[cfg(feature = "opencl")]
         OPENCL => Some(&opencl::api::OPENCL_API),
+        #[cfg(feature = "cuda")]
         CUDA | CUDA_HOST => Some(&cuda::api::CUDA_API),
         t if (0..16).contains(&t) => INSTALLED[t as usize].get().copied(),
         _ => None,

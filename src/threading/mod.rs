@@ -19,7 +19,7 @@
 //! * an idle worker that finds itself sharing the launcher's CPU moves elsewhere (v0.8 pins
 //!   its threads by default, which has the same effect);
 //! * threads are pinned to cores only when `TVM_BIND_THREADS=1` asks for it;
-//! * idle workers poll for at most ~1 ms (adapted to the launch period) and then sleep in the
+//! * idle workers poll for at most ~2 ms (adapted to the launch period) and then sleep in the
 //!   kernel, instead of yielding in a loop for ~100 ms;
 //! * one shared pool serves the process; a thread that launches while it is busy gets another
 //!   pool (as v0.8's per-thread pools would), so concurrent launchers never wait or deadlock;

@@ -12,9 +12,12 @@
 //! path is a handful of atomic operations on two cache lines per worker, with no lock.
 //!
 //! Waiting is bounded polling, then a futex sleep. An idle worker polls for a window that
-//! follows the recent launch period (twice the last gap, between 50 us and 1 ms, halving at most
+//! follows the recent launch period (twice the last gap, between 0.5 and 2 ms, halving at most
 //! per launch), so back-to-back and periodic launches find it awake, while a pool left alone goes
-//! to sleep within a millisecond. To sleep it sets the low bit of `job` and waits on that word;
+//! to sleep within 2 ms. The minimum is well above the gaps between the operators of a model run
+//! (a few us) and their imbalance (a worker whose share of an operator is smaller waits for the
+//! launcher's), so a run never pays a wake-up (~15 us) between operators; a sleep is paid only
+//! after a gap of at least 0.5 ms, so it costs at most ~3 % of that gap. To sleep it sets the low bit of `job` and waits on that word;
 //! the launcher's bump sees the bit and wakes it. A launcher waiting for a worker, and a task
 //! waiting at a barrier, poll up to 2 ms (busy for 20 us, then yielding the CPU between polls,
 //! which matters when threads share a CPU) and then sleep the same way (`done`'s low bit, or the
@@ -343,11 +346,12 @@ impl Drop for Held {
     }
 }
 
-/// Shortest polling window of an idle worker before it sleeps in the kernel.
-const IDLE_POLL_MIN: Duration = Duration::from_micros(50);
+/// Shortest polling window of an idle worker before it sleeps in the kernel (see the module
+/// doc: a wake-up costs ~15 us, ~3 % of this).
+const IDLE_POLL_MIN: Duration = Duration::from_micros(500);
 /// Longest polling window of an idle worker (reached only while launches keep arriving at
 /// regular intervals shorter than half of it).
-const IDLE_POLL_MAX: Duration = Duration::from_millis(1);
+const IDLE_POLL_MAX: Duration = Duration::from_millis(2);
 /// A thread waiting inside a launch (launcher for its workers, task at a barrier) polls with
 /// a pause hint this long, then with `sched_yield` up to [`ACTIVE_POLL`], then sleeps.
 const PAUSE_POLL: Duration = Duration::from_micros(20);
@@ -664,7 +668,8 @@ mod tests {
     #[test]
     fn idle_window_follows_the_launch_period_within_bounds() {
         assert_eq!(next_idle_window(Duration::ZERO), IDLE_POLL_MIN);
-        assert_eq!(next_idle_window(Duration::from_micros(100)), Duration::from_micros(200));
+        assert_eq!(next_idle_window(IDLE_POLL_MIN / 4), IDLE_POLL_MIN);
+        assert_eq!(next_idle_window(IDLE_POLL_MIN * 3 / 4), IDLE_POLL_MIN * 3 / 2);
         assert_eq!(next_idle_window(IDLE_POLL_MAX / 2), IDLE_POLL_MAX);
         assert_eq!(next_idle_window(IDLE_POLL_MAX), IDLE_POLL_MIN);
         assert_eq!(next_idle_window(Duration::from_secs(5)), IDLE_POLL_MIN);

@@ -26,6 +26,7 @@ use std::ffi::c_int;
 
 // What TVM v0.9..v0.19 added (get_input_info, outputs by name, the debug executor's v0.9+ forms).
 mod later;
+#[cfg(feature = "profiling")]
 use later::debug_timer_config;
 
 enum OpKind {
@@ -80,6 +81,7 @@ struct State {
     /// Entries whose array is shared with a factory (copy before writing).
     shared: Vec<bool>,
     ops: Vec<Option<OpExec>>,
+    #[cfg(feature = "profiling")]
     last_executed_node: i64,
 }
 
@@ -147,6 +149,7 @@ impl GraphExecutor {
                 data_alignment: Vec::new(),
                 shared: Vec::new(),
                 ops: Vec::new(),
+                #[cfg(feature = "profiling")]
                 last_executed_node: -1,
             }),
             param_names: Mutex::new(std::collections::HashSet::new()),
@@ -635,6 +638,7 @@ impl GraphExecutor {
         Ok(())
     }
 
+    #[cfg(feature = "profiling")]
     /// Debug: runs node `nid`'s closure alone, timed.
     fn time_node(st: &State, nodes: &[super::json::Node], nid: usize) -> Result<f64> {
         match &st.ops[nid] {
@@ -653,6 +657,7 @@ impl GraphExecutor {
         }
     }
 
+    #[cfg(feature = "profiling")]
     /// Debug: `run_individual(number, repeat, min_repeat_ms)` (graph-executor.md §8.3).
     pub fn run_individual(&self, mut number: i64, repeat: i64, min_repeat_ms: i64) -> Result<String> {
         if number <= 0 || repeat <= 0 || min_repeat_ms < 0 {
@@ -690,6 +695,7 @@ impl GraphExecutor {
         Ok(t.iter().map(|x| format!("{},", format_g(*x))).collect())
     }
 
+    #[cfg(feature = "profiling")]
     /// Debug: `execute_node(node)`.
     pub fn execute_node(&self, node: i64) -> Result<()> {
         let n = self.graph.nodes.len() as i64;
@@ -707,6 +713,7 @@ impl GraphExecutor {
         Ok(())
     }
 
+    #[cfg(feature = "profiling")]
     /// Debug: `get_node_output(node, index)`: a CPU copy of that output.
     pub fn get_node_output(&self, node: i64, index: i64) -> Result<NDArray> {
         let st = self.state.lock();
@@ -727,6 +734,7 @@ impl GraphExecutor {
         Ok(out)
     }
 
+    #[cfg(feature = "profiling")]
     /// Debug: `debug_get_output(node, out)` (indexes data entries by node id, as TVM does).
     pub fn debug_get_output(&self, node: usize, out: &DLTensor) -> Result<()> {
         if node >= self.graph.nodes.len() {
@@ -738,6 +746,7 @@ impl GraphExecutor {
         copy_tensor(a.tensor(), out, std::ptr::null_mut())
     }
 
+    #[cfg(feature = "profiling")]
     /// Debug: `profile_rpc()`: per-node durations as the profiler's JSON report.
     pub fn profile_json(&self) -> Result<String> {
         for _ in 0..3 {
@@ -809,6 +818,7 @@ impl GraphExecutor {
     }
 }
 
+#[cfg(feature = "profiling")]
 /// C++ `operator<<(double)` with default settings: `%g`, 6 significant digits.
 pub fn format_g(x: f64) -> String {
     if x == 0.0 {
@@ -968,10 +978,12 @@ pub fn get_function(exec: &GraphExecutor, name: &str, this: &Module) -> Option<P
             e.share_params(o, &a.bytes_view(1)?).map(|()| Value::Null)
         }),
         // v0.8: (number, repeat, min_repeat_ms) -> text; v0.9+: 5 or 6 settings -> bytes.
+        #[cfg(feature = "profiling")]
         "run_individual" => with(|e, a| match a.len() {
             3 => Ok(Value::str(e.run_individual(a.i64(0)?, a.i64(1)?, a.i64(2)?)?)),
             _ => Ok(Value::bytes(e.run_individual_bytes(&debug_timer_config(a, 0)?)?)),
         }),
+        #[cfg(feature = "profiling")]
         "run_individual_node" => with(|e, a| {
             let nid = usize::try_from(a.i64(0)?)
                 .ok()
@@ -984,8 +996,11 @@ pub fn get_function(exec: &GraphExecutor, name: &str, this: &Module) -> Option<P
         // `name:index` key, -1 when unknown.
         "get_output_index" => with(|e, a| Ok(Value::Int(e.output_index_any(&a.string(0)?).map_or(-1, |i| i as i64)))),
         "get_output_info" => with(|e, _| Ok(e.output_info())),
+        #[cfg(feature = "profiling")]
         "execute_node" => with(|e, a| e.execute_node(a.i64(0)?).map(|()| Value::Null)),
+        #[cfg(feature = "profiling")]
         "get_node_output" => with(|e, a| Ok(Value::NDArray(e.get_node_output(a.i64(0)?, a.i64(1)?)?))),
+        #[cfg(feature = "profiling")]
         "debug_get_output" => with(|e, a| {
             let node = match a.code(0)? {
                 code::STR | code::OBJECT => {
@@ -1004,7 +1019,9 @@ pub fn get_function(exec: &GraphExecutor, name: &str, this: &Module) -> Option<P
             }
             e.debug_get_output(node, tensor_arg(a, 1)?).map(|()| Value::Null)
         }),
+        #[cfg(feature = "profiling")]
         "profile" => with(|e, _| Ok(Value::Object(crate::executor::report::Report::new_object(e.profile_json()?)))),
+        #[cfg(feature = "profiling")]
         "profile_rpc" => with(|e, _| Ok(Value::str(e.profile_json()?))),
         _ => return None,
     })
@@ -1018,7 +1035,7 @@ fn check_index(idx: usize, n: usize, what: &str) -> Result<()> {
     Ok(())
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "profiling"))]
 mod tests {
     use super::format_g;
 

@@ -157,6 +157,12 @@ impl ModuleNode for GraphExecutorFactory {
                 Ok(Value::Object(crate::object::MapObj::new_object(pairs)))
             }),
             "debug_create" => with(|fac, m, a| {
+                if !cfg!(feature = "profiling") {
+                    return Err(Error::tvm(
+                        "Cannot find function tvm.graph_executor_debug.create in registry. \
+                         Do you enable debug graph executor build?",
+                    ));
+                }
                 if a.len() < 2 {
                     return Err(Error::value("debug_create expects the module name and at least one device"));
                 }
