@@ -2,7 +2,7 @@
 # Side-by-side benchmarks with ../shared/tools/rtprobe.c: builds the probe against our headers
 # and runs each measurement against our library and, when REF_LIB_DIR names a directory with
 # TVM's own libtvm_runtime.so (built by hand from v0.8.0), against it in the same run.
-# Prints medians. Usage: [REF_LIB_DIR=...] [RUNS=5] scripts/bench.sh [call|launch|idle|op|graph|load|peak|where ...]
+# Prints medians. Usage: [REF_LIB_DIR=...] [RUNS=5] scripts/bench.sh [call|launch|idle|op|graph|load|peak|where|size ...]
 # Serving figures (issue 17) come from benches/serving.rs: scripts/bench.sh rss|share|serve.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -67,6 +67,20 @@ for w in "${what[@]}"; do
              "$PROBE" "${args[@]}" >/dev/null 2>&1)
           perf report -i "$perfdata" --no-children --sort dso --stdio 2>/dev/null | awk '/%/ && n++ < 5 {print "    " $0}' || true
         done
+      done ;;
+    size)  # stripped library sizes (default and minimal build, TVM's) and where the bytes go
+      strip_size() { cp "$1" build/bench/s.so && strip build/bench/s.so && stat -c %s build/bench/s.so; }
+      ref=""
+      [ -n "${REF_LIB_DIR:-}" ] && ref=$(strip_size "$REF_LIB_DIR/libtvm_runtime.so") && echo "tvm: $ref bytes stripped"
+      for build in default minimal; do
+        flags=(); [ "$build" = minimal ] && flags=(--no-default-features)
+        CARGO_TARGET_DIR="$PWD/target/size-$build" cargo build --release --lib --quiet "${flags[@]}" \
+          --config 'profile.release.strip=false'
+        lib="target/size-$build/release/libtvm_runtime.so"
+        n=$(strip_size "$lib")
+        awk -v b="$build" -v n="$n" -v r="${ref:-0}" \
+          'BEGIN { printf "%s: %d bytes stripped (%.0f KiB)%s\n", b, n, n / 1024, (r > 0 ? sprintf(", %.3fx tvm", n / r) : "") }'
+        python3 scripts/size_report.py "$lib" | sed 's/^/  /'
       done ;;
     rss|share|serve)  # benches/serving.rs: peak RSS by form, second process, concurrent executors
       TVM_REF_LIB="${REF_LIB_DIR:+$REF_LIB_DIR/libtvm_runtime.so}" cargo bench --quiet --bench serving -- "$w" ;;

@@ -213,7 +213,7 @@ pub fn frame(bytes: &[u8]) -> Result<&[u8]> {
 fn available_loaders() -> Vec<String> {
     let mut v: Vec<String> =
         registry::list_names().into_iter().filter_map(|n| n.strip_prefix(LOADER_PREFIX).map(str::to_owned)).collect();
-    v.sort();
+    v.sort_unstable(); // names are unique
     v
 }
 

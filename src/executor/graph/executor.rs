@@ -287,10 +287,11 @@ impl GraphExecutor {
         st.ops = self.build_ops(&st.data_entry)?;
         drop(st);
 
-        // 7.3 The remaining parameters are copied in, largest first.
-        let mut rest: Vec<&(String, NDArray)> = params.iter().collect();
-        rest.sort_by_key(|(_, a)| std::cmp::Reverse(a.byte_size().unwrap_or(0)));
-        for (name, arr) in rest {
+        // 7.3 The remaining parameters are copied in, largest first; equal sizes in stored order
+        // (the position as the tie-break makes the smaller unstable sort a stable one).
+        let mut rest: Vec<(usize, &(String, NDArray))> = params.iter().enumerate().collect();
+        rest.sort_unstable_by_key(|&(i, (_, a))| (std::cmp::Reverse(a.byte_size().unwrap_or(0)), i));
+        for (_, (name, arr)) in rest {
             if let Some(&idx) = self.input_map.get(name) {
                 let eid = self.input_entry(idx);
                 if !shared_param.contains_key(&g.storage_id[eid]) {
