@@ -24,6 +24,8 @@ pub mod module;
 pub mod ndarray;
 pub mod object;
 pub mod registry;
+#[cfg(feature = "rpc")]
+pub mod rpc;
 pub mod threading;
 pub mod value;
 #[cfg(feature = "vm")]

@@ -210,6 +210,8 @@ pub fn get_api(device_type: i32, allow_missing: bool) -> Result<Option<&'static 
         OPENCL => Some(&opencl::api::OPENCL_API),
         #[cfg(feature = "cuda")]
         CUDA | CUDA_HOST => Some(&cuda::api::CUDA_API),
+        #[cfg(feature = "rpc")]
+        t if t >= RPC_SESS_MASK => Some(crate::rpc::device_api()),
         t if (0..16).contains(&t) => INSTALLED[t as usize].get().copied(),
         _ => None,
     };
@@ -299,6 +301,12 @@ mod tests {
         assert!(get_api(7, true).unwrap().is_none());
         let e = get_api(7, false).err().unwrap().to_string();
         assert_eq!(e, "TVMError: Device API vulkan is not enabled.");
-        assert!(get_api(200, false).err().unwrap().to_string().contains("Device API rpc"));
+        // RPC devices go to the RPC device API, which needs a live session.
+        #[cfg(feature = "rpc")]
+        {
+            let rpc = get_api(200, false).unwrap().unwrap();
+            let e = rpc.set_device(device_of(200, 0)).unwrap_err().to_string();
+            assert!(e.contains("RPC session 0 is closed or does not exist"), "{e}");
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! Executors: the graph executor, its factory, the debug executor, the time evaluator.
 
 pub mod graph;
-#[cfg(feature = "profiling")]
+#[cfg(any(feature = "profiling", feature = "vm"))]
 pub mod report;
 #[cfg(feature = "profiling")]
 pub mod time_eval;
@@ -13,6 +13,6 @@ pub fn register(r: &mut Registrar<'_>) {
     graph::register(r);
     #[cfg(feature = "profiling")]
     time_eval::register(r);
-    #[cfg(feature = "profiling")]
+    #[cfg(any(feature = "profiling", feature = "vm"))]
     report::register(r);
 }

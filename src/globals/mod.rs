@@ -26,4 +26,6 @@ pub fn register_builtins(r: &mut Registrar<'_>) {
     #[cfg(feature = "aot")]
     crate::aot::register(r);
     crate::compat::register(r);
+    #[cfg(feature = "rpc")]
+    crate::rpc::register(r);
 }

@@ -184,6 +184,21 @@ impl NDArray {
         Ok(Self::make(tensor, shape.to_vec(), Source::Keep(owner)))
     }
 
+    /// An array over data already allocated through the device API of `dev`, which frees it
+    /// when the last reference goes (the remote arrays of an RPC session).
+    pub fn adopt(
+        data: *mut c_void,
+        shape: &[i64],
+        dtype: DLDataType,
+        dev: DLDevice,
+        byte_offset: u64,
+    ) -> Result<NDArray> {
+        device::shape_bytes(shape, dtype)?;
+        let mut tensor = bare_tensor(data, dev, dtype);
+        tensor.byte_offset = byte_offset;
+        Ok(Self::make(tensor, shape.to_vec(), Source::Owned))
+    }
+
     /// A view of this array's data with another shape/dtype (must not be larger).
     pub fn create_view(&self, shape: &[i64], dtype: DLDataType) -> Result<NDArray> {
         self.create_view_at(shape, dtype, 0)
