@@ -12,7 +12,7 @@ echo "== minimal build: release library"
 CARGO_TARGET_DIR=target/minimal cargo build --release --lib --quiet --no-default-features
 echo "== minimal build: the C tests of what it contains"
 dir=build/ctests-minimal
-cmake -S ctests -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DTVM_RUNTIME_LIB_DIR="$PWD/target/minimal/release" >/dev/null
+cmake -S ctests -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DTVM_RT_MINIMAL=ON -DTVM_RUNTIME_LIB_DIR="$PWD/target/minimal/release" >/dev/null
 cmake --build "$dir" -j2 >/dev/null
 ctest --test-dir "$dir" --output-on-failure \
   -R '^(header_.*|layout|packed|objects|registry|ndarray|device|backend|graph|modules|syslib|matmul|matmul_2threads)$'
