@@ -38,7 +38,7 @@ use parking_lot::{Condvar, Mutex};
 use pool::{Job, LaunchError, TaskResult};
 use std::cell::Cell;
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use std::thread::ThreadId;
 
 /// The group environment handed to every task (`TVMParallelGroupEnv`, 16 bytes).
@@ -232,6 +232,33 @@ pub fn config_threadpool(mode: i32, nthreads: i32) -> Result<()> {
     }
     THREAD_CFG.with(|c| c.set(ThreadCfg { threads, mode, pinned }));
     Ok(())
+}
+
+/// Model runs in progress (see [`run_scope`]).
+static ACTIVE_RUNS: AtomicUsize = AtomicUsize::new(0);
+
+/// Marks a model run in progress until dropped (see [`run_scope`]).
+#[must_use = "the run lasts as long as the scope lives"]
+pub struct RunScope(());
+
+impl Drop for RunScope {
+    fn drop(&mut self) {
+        ACTIVE_RUNS.fetch_sub(1, Ordering::Release);
+    }
+}
+
+/// Declares a model run (an executor's `run`): until the scope is dropped, workers and launchers
+/// that wait keep polling, yielding the CPU, instead of sleeping in the kernel (for at most
+/// 100 ms per wait), as TVM's pool does, so no operator of the run pays a wake-up. After the run
+/// the usual idle policy applies (a worker sleeps within 2 ms).
+pub fn run_scope() -> RunScope {
+    ACTIVE_RUNS.fetch_add(1, Ordering::Acquire);
+    RunScope(())
+}
+
+/// Whether a model run is in progress.
+fn runs_active() -> bool {
+    ACTIVE_RUNS.load(Ordering::Relaxed) != 0
 }
 
 /// Handles whose first [`run_once`] call is running `f` right now, with the thread running it.

@@ -550,6 +550,7 @@ impl GraphExecutor {
 
     /// `run`.
     pub fn run(&self) -> Result<()> {
+        let _run = crate::threading::run_scope();
         let st = self.state.lock();
         if st.ops.is_empty() {
             return Ok(());
