@@ -9,7 +9,10 @@
 //! * a launch after 5 ms of idleness (workers asleep in the kernel);
 //! * CPU time (user + sys, `getrusage(RUSAGE_SELF)`) burned by the process in the second after
 //!   a burst of 10000 launches, while the launching thread sleeps;
-//! * 64 KiB workspace alloc + free in steady state.
+//! * 64 KiB workspace alloc + free in steady state;
+//! * the physical floor of a launch: the round trip of one cache line between two threads
+//!   polling it (a ping-pong of an atomic counter), which a launch needs twice over (the launcher
+//!   hands the task over, the worker hands completion back).
 //!
 //! Set `TVM_BENCH_CHILD=1` to measure only the current environment.
 
@@ -83,8 +86,52 @@ fn exact_cpu() -> Duration {
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
+/// Nanoseconds per round trip of a cache line between this thread and another that both poll
+/// it: (median, best).
+fn ping_pong() -> (f64, f64) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    #[repr(align(128))]
+    struct Line(AtomicU64);
+    const N: u64 = 200_000;
+    let line = Line(AtomicU64::new(0));
+    let runs = std::thread::scope(|s| {
+        s.spawn(|| {
+            // Answers every odd value with the next even one.
+            let mut want = 1;
+            while want < (RUNS as u64 + 1) * 2 * N {
+                while line.0.load(Ordering::Acquire) != want {
+                    std::hint::spin_loop();
+                }
+                line.0.store(want + 1, Ordering::Release);
+                want += 2;
+            }
+        });
+        let mut v = 0;
+        let mut round = || {
+            for _ in 0..N {
+                line.0.store(v + 1, Ordering::Release);
+                while line.0.load(Ordering::Acquire) != v + 2 {
+                    std::hint::spin_loop();
+                }
+                v += 2;
+            }
+        };
+        round();
+        (0..RUNS)
+            .map(|_| {
+                let t = Instant::now();
+                round();
+                t.elapsed().as_nanos() as f64 / N as f64
+            })
+            .collect::<Vec<_>>()
+    });
+    median(runs)
+}
+
 fn measure() {
     println!("  tasks per launch (num_task 0): {}", threading::num_threads());
+    let (med, best) = ping_pong();
+    println!("  cache-line round trip (floor):  median {med:8.1} ns  best {best:8.1} ns");
 
     let (med, best) = per_call(LAUNCHES, || launch(empty));
     println!("  empty launch round trip:        median {med:8.1} ns  best {best:8.1} ns");

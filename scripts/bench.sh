@@ -2,8 +2,9 @@
 # Side-by-side benchmarks with ../shared/tools/rtprobe.c: builds the probe against our headers
 # and runs each measurement against our library and, when REF_LIB_DIR names a directory with
 # TVM's own libtvm_runtime.so (built by hand from v0.8.0), against it in the same run.
-# Prints medians. Usage: [REF_LIB_DIR=...] [RUNS=5] scripts/bench.sh [call|launch|idle|op|graph|byoc|load|cpp ...]
+# Prints medians. Usage: [REF_LIB_DIR=...] [RUNS=5] scripts/bench.sh [call|launch|idle|op|graph|byoc|load|cpp|peak|where|size ...]
 # (cpp: the C++ runtime API's costs over the C API, benches/cpp_api.cpp; ours only.)
+# Serving figures (issue 17) come from benches/serving.rs: scripts/bench.sh rss|share|serve.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FIX="${TVM_FIXTURES:-$PWD/../shared/fixtures}"
@@ -25,7 +26,7 @@ run() { # name env... -- args...
     local tag=${l%%:*} dir=${l#*:}
     local vals=()
     for _ in $(seq "$RUNS"); do
-      vals+=("$(cd "$FIX" && env "${envs[@]}" LD_LIBRARY_PATH="$dir" "$PROBE" "$@" | awk -v m="${METRIC:-}" 'm == "" || $1 == m {print $2}' | head -1)")
+      vals+=("$(cd "$FIX" && env "${envs[@]}" LD_LIBRARY_PATH="$dir" ${WRAP:-} "$PROBE" "$@" | awk -v m="${METRIC:-}" 'm == "" || $1 == m {print $2}' | head -1)")
     done
     printf '%-28s %-5s %s\n' "$name" "$tag" "$(printf '%s\n' "${vals[@]}" | median)"
   done
@@ -54,5 +55,42 @@ for w in "${what[@]}"; do
          for _ in $(seq "$RUNS"); do LD_LIBRARY_PATH="$PWD/target/release" build/bench/cpp_api; done |
            awk '{v[$1] = v[$1] " " $2} END {for (k in v) print k, v[k]}' | sort |
            while read -r k vals; do printf '%-28s %-5s %s\n' "$k" ours "$(tr ' ' '\n' <<<"$vals" | median)"; done ;;
+    peak) for m in resnet18 mobilenet; do  # peak resident set of rtprobe graph (load, create, 3 runs)
+            WRAP="/usr/bin/time -o /dev/stdout -f peak_rss_kb\\t%M" METRIC=peak_rss_kb run "${m}_peak_rss_kb(2 threads)" \
+              TVM_NUM_THREADS=2 -- graph "$FIX/$m.so" "$FIX/$m.input.data.npy" "$FIX/$m.output.0.npy" 3
+          done ;;
+    where)  # where a 2-thread model run spends its time: scheduler events per run, CPU by library
+      command -v perf >/dev/null 2>&1 || { echo "where: needs perf (apt-get install linux-perf)"; continue; }
+      perfdata="$PWD/build/bench/perf.data"
+      for m in resnet18 mobilenet; do
+        for l in "${libs[@]}"; do
+          tag=${l%%:*} dir=${l#*:}
+          args=(graph "$FIX/$m.so" "$FIX/$m.input.data.npy" "$FIX/$m.output.0.npy" 20)
+          ev=task-clock,context-switches,cpu-migrations
+          perf stat -e syscalls:sys_enter_futex true >/dev/null 2>&1 && ev+=",syscalls:sys_enter_futex,syscalls:sys_enter_sched_yield"
+          printf '%-10s %-5s per run (21 runs): ' "$m" "$tag"
+          (cd "$FIX" && TVM_NUM_THREADS=2 LD_LIBRARY_PATH="$dir" perf stat -x, -e "$ev" "$PROBE" "${args[@]}" 2>&1 >/dev/null) |
+            awk -F, '$1 ~ /^[0-9.]+$/ {printf "%s %.1f  ", $3, $1 / 21} END {print ""}' || true
+          (cd "$FIX" && TVM_NUM_THREADS=2 LD_LIBRARY_PATH="$dir" perf record -q -e cpu-clock -F 5000 -o "$perfdata" \
+             "$PROBE" "${args[@]}" >/dev/null 2>&1)
+          perf report -i "$perfdata" --no-children --sort dso --stdio 2>/dev/null | awk '/%/ && n++ < 5 {print "    " $0}' || true
+        done
+      done ;;
+    size)  # stripped library sizes (default and minimal build, TVM's) and where the bytes go
+      strip_size() { cp "$1" build/bench/s.so && strip build/bench/s.so && stat -c %s build/bench/s.so; }
+      ref=""
+      [ -n "${REF_LIB_DIR:-}" ] && ref=$(strip_size "$REF_LIB_DIR/libtvm_runtime.so") && echo "tvm: $ref bytes stripped"
+      for build in default minimal; do
+        flags=(); [ "$build" = minimal ] && flags=(--no-default-features)
+        CARGO_TARGET_DIR="$PWD/target/size-$build" cargo build --release --lib --quiet "${flags[@]}" \
+          --config 'profile.release.strip=false'
+        lib="target/size-$build/release/libtvm_runtime.so"
+        n=$(strip_size "$lib")
+        awk -v b="$build" -v n="$n" -v r="${ref:-0}" \
+          'BEGIN { printf "%s: %d bytes stripped (%.0f KiB)%s\n", b, n, n / 1024, (r > 0 ? sprintf(", %.3fx tvm", n / r) : "") }'
+        python3 scripts/size_report.py "$lib" | sed 's/^/  /'
+      done ;;
+    rss|share|serve)  # benches/serving.rs: peak RSS by form, second process, concurrent executors
+      TVM_REF_LIB="${REF_LIB_DIR:+$REF_LIB_DIR/libtvm_runtime.so}" cargo bench --quiet --bench serving -- "$w" ;;
   esac
 done

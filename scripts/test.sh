@@ -82,3 +82,5 @@ for kind in shared static; do
   cmake --build "build/ctests-installed-$kind" -j2 >/dev/null
   LD_LIBRARY_PATH="$prefix/lib" ctest --test-dir "build/ctests-installed-$kind" --output-on-failure
 done
+
+./scripts/test-lean.sh  # issue 17: the minimal build (features off) with the C tests that apply, library sizes

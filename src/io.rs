@@ -4,18 +4,40 @@
 
 use crate::abi::{DLDataType, DLDevice};
 use crate::error::{Error, Result};
+use crate::mapped::Region;
 
 /// A reader over a byte slice.
 pub struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
     what: &'static str,
+    region: Option<&'a Region>,
 }
 
 impl<'a> Reader<'a> {
     /// Reads `buf`; `what` names the format in error messages.
     pub fn new(buf: &'a [u8], what: &'static str) -> Self {
-        Reader { buf, pos: 0, what }
+        Reader { buf, pos: 0, what, region: None }
+    }
+
+    /// The same reader, over bytes that lie in `region` (a file mapping whose pages can be
+    /// given back once copied out, see [`crate::mapped`]).
+    pub fn with_region(mut self, region: Option<&'a Region>) -> Self {
+        self.region = region;
+        self
+    }
+
+    /// The mapping region the bytes lie in, if known.
+    pub fn region(&self) -> Option<&'a Region> {
+        self.region
+    }
+
+    /// Gives back the whole pages of the mapping behind the read position (everything read so
+    /// far has been copied out or is not needed again). A no-op without a region.
+    pub fn release_consumed(&self) {
+        if let Some(r) = self.region {
+            r.release_to(self.buf.as_ptr() as usize + self.pos);
+        }
     }
 
     /// Bytes not read yet.

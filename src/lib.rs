@@ -6,10 +6,13 @@
 //! [`device`], [`threading`]), which never imports `ffi`.
 
 pub mod abi;
+#[cfg(feature = "aot")]
 pub mod aot;
 pub mod backend_env;
+#[cfg(feature = "byoc")]
 pub mod byoc;
 pub mod compat;
+#[cfg(feature = "contrib")]
 pub mod contrib;
 pub mod cpp;
 pub mod device;
@@ -19,11 +22,14 @@ pub mod ffi;
 pub mod function;
 pub mod globals;
 pub mod io;
+pub mod mapped;
 pub mod module;
 pub mod ndarray;
 pub mod object;
 pub mod registry;
+#[cfg(feature = "rpc")]
 pub mod rpc;
 pub mod threading;
 pub mod value;
+#[cfg(feature = "vm")]
 pub mod vm;

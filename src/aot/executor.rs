@@ -151,6 +151,7 @@ impl AotExecutor {
 
     /// Runs the model: `<mod_name>___tvm_main__` with every array.
     pub fn run(&self) -> Result<()> {
+        let _run = crate::threading::run_scope();
         let main = match self.main.get() {
             Some(f) => f,
             None => {

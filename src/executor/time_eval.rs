@@ -184,6 +184,7 @@ fn time_evaluator(a: &Args<'_>) -> Result<Value> {
     }
     let pf = match a.module(0)? {
         // The remote side gets the caller's settings as given (its release is the caller's).
+        #[cfg(feature = "rpc")]
         Some(m) if m.type_key() == "rpc" => return crate::rpc::remote_time_evaluator(&m, &name, dev, &a.slice_from(4)),
         // Imports are searched, as from v0.9 on (v0.8 looked at the module itself only).
         Some(m) => m

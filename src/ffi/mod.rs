@@ -7,6 +7,7 @@
 
 pub mod backend;
 pub mod device;
+#[cfg(feature = "byoc")]
 pub mod dnnl;
 pub mod error_api;
 pub mod f16;

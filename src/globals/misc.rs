@@ -45,7 +45,7 @@ pub(super) fn register(r: &mut Registrar<'_>) {
     });
     r.func("runtime.LoadParams", |a| {
         a.expect_len("runtime.LoadParams", 1)?;
-        Ok(params_map(load_params(&a.bytes(0)?)?))
+        Ok(params_map(load_params(&a.bytes_view(0)?)?))
     });
 
     r.func("runtime.ModuleLoadFromFile", |a| {

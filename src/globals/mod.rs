@@ -14,14 +14,21 @@ pub fn register_builtins(r: &mut Registrar<'_>) {
     misc::register(r);
     crate::module::globals::register(r);
     crate::module::memory::register(r);
+    #[cfg(feature = "opencl")]
     crate::device::opencl::register(r);
+    #[cfg(feature = "cuda")]
     crate::device::cuda::register(r);
+    #[cfg(feature = "contrib")]
     crate::contrib::register(r);
     crate::executor::register(r);
+    #[cfg(feature = "vm")]
     crate::vm::register(r);
+    #[cfg(feature = "aot")]
     crate::aot::register(r);
     crate::compat::register(r);
+    #[cfg(feature = "rpc")]
     crate::rpc::register(r);
+    #[cfg(feature = "byoc")]
     crate::byoc::register(r);
     crate::cpp::register(r);
 }

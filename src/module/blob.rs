@@ -44,6 +44,7 @@ use super::Module;
 use crate::abi::{TVMByteArray, TVMValue};
 use crate::error::{Error, Result};
 use crate::io::Reader;
+use crate::mapped::Region;
 use crate::registry;
 use crate::value::{code, code_name, Args, Value};
 use std::cell::RefCell;
@@ -83,6 +84,12 @@ impl<'a> BlobStream<'a> {
     /// A stream over `rest` (the entry's data and everything after it) for module `type_key`.
     pub fn new(rest: &'a [u8], type_key: &'a str) -> BlobStream<'a> {
         BlobStream { reader: Reader::new(rest, "__tvm_dev_mblob entry"), type_key }
+    }
+
+    /// The same, over bytes of a library's mapping (`region`): loaders that copy large data
+    /// out (NDArray records) give the pages behind them back as they go.
+    pub fn in_region(rest: &'a [u8], type_key: &'a str, region: Option<&'a Region>) -> BlobStream<'a> {
+        BlobStream { reader: Reader::new(rest, "__tvm_dev_mblob entry").with_region(region), type_key }
     }
 
     /// The type key of the entry.
@@ -206,7 +213,7 @@ pub fn frame(bytes: &[u8]) -> Result<&[u8]> {
 fn available_loaders() -> Vec<String> {
     let mut v: Vec<String> =
         registry::list_names().into_iter().filter_map(|n| n.strip_prefix(LOADER_PREFIX).map(str::to_owned)).collect();
-    v.sort();
+    v.sort_unstable(); // names are unique
     v
 }
 
@@ -223,7 +230,7 @@ fn load_entry(key: &str, payload: &[u8], r: &mut Reader<'_>) -> Result<Module> {
         ))
     })?;
     let rest = payload.get(r.position()..).unwrap_or_default();
-    let mut stream = BlobStream::new(rest, key);
+    let mut stream = BlobStream::in_region(rest, key, r.region());
     let handle: *mut BlobStream<'_> = &mut stream;
     let view = TVMByteArray { data: rest.as_ptr().cast(), size: rest.len() };
     let values =
@@ -332,7 +339,14 @@ fn check_tree(n: usize, row_ptr: &[u64], child: &[u64], keys: &[String]) -> Resu
 /// Builds the module tree of a blob payload (formats.md §5.3). `make_lib` makes a new library
 /// module for the DSO (for `_lib`, and as the root of legacy blobs).
 pub fn process(payload: &[u8], make_lib: &dyn Fn() -> Module) -> Result<LoadedBlob> {
-    let mut r = Reader::new(payload, "__tvm_dev_mblob");
+    process_in(payload, make_lib, None)
+}
+
+/// [`process`] for a payload inside a library's mapping (`region`): the pages behind each entry
+/// are given back to the kernel once the entry is loaded (its data copied out, or kept where a
+/// loader uses it in place), so the blob does not stay resident beside what was made of it.
+pub fn process_in(payload: &[u8], make_lib: &dyn Fn() -> Module, region: Option<&Region>) -> Result<LoadedBlob> {
+    let mut r = Reader::new(payload, "__tvm_dev_mblob").with_region(region);
     // Each entry has at least its 8-byte key length.
     let count = r.count(8)?;
     let mut modules: Vec<Module> = Vec::new();
@@ -375,6 +389,7 @@ pub fn process(payload: &[u8], make_lib: &dyn Fn() -> Module) -> Result<LoadedBl
                 modules.push(m);
             }
         }
+        r.release_consumed();
         keys.push(key);
     }
     keys.retain(|k| k != "_import_tree");

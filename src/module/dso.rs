@@ -2,7 +2,8 @@
 //!
 //! 1. `dlopen(path, RTLD_NOW | RTLD_LOCAL)`.
 //! 2. Fill the context function slots (`__TVMFuncCall`, ..., formats.md §4.3).
-//! 3. If the library has a `__tvm_dev_mblob`, build the module tree from it ([`super::blob`]);
+//! 3. If the library has a `__tvm_dev_mblob`, build the module tree from it ([`super::blob`]),
+//!    giving the blob's pages back to the kernel as they are copied out ([`crate::mapped`]);
 //!    otherwise the root is one `library` module for the DSO.
 //! 4. Write the DSO's own module (the `_lib` one) into `__tvm_module_ctx`.
 //! 5. Return the root.
@@ -18,6 +19,7 @@ use super::blob;
 use super::library::{self, LibraryModule, SymbolKind, Symbols};
 use super::Module;
 use crate::error::{Error, Result};
+use crate::mapped::Region;
 use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -187,7 +189,12 @@ pub fn load_opened(dso: Arc<Dso>) -> Result<Module> {
             // are read.
             let bytes = unsafe { library::blob_at(addr, blob_capacity(addr)) }
                 .map_err(|e| e.context(format_args!("{path}")))?;
-            let tree = blob::process(blob::frame(bytes)?, &make_lib).map_err(|e| e.context(format_args!("{path}")))?;
+            // The blob's pages are given back as its entries are copied out (weights held once);
+            // aligned weights may be used in place, which keeps the library loaded.
+            let region = Region::new(bytes, Some(dso.clone()));
+            let tree = blob::process_in(blob::frame(bytes)?, &make_lib, Some(&region))
+                .map_err(|e| e.context(format_args!("{path}")))?;
+            region.release_rest();
             (tree.root, tree.dso_module)
         }
         None => {

@@ -110,7 +110,12 @@ pub fn system_lib_prefixed(prefix: &str) -> crate::error::Result<super::Module> 
             // SAFETY: a registered blob is a static of a linked `--system-lib` object, alive for
             // the whole process; at most its readable extent is read.
             let bytes = unsafe { library::blob_at(addr, dso::readable_extent(addr)) }?;
-            let tree = blob::process(blob::frame(bytes)?, &make_lib).map_err(|e| e.context("system library"))?;
+            // Pages are given back as entries are copied out; nothing is used in place (the
+            // registering object may be unloaded by its owner).
+            let region = crate::mapped::Region::new(bytes, None);
+            let tree = blob::process_in(blob::frame(bytes)?, &make_lib, Some(&region))
+                .map_err(|e| e.context("system library"))?;
+            region.release_rest();
             (tree.root, tree.dso_module)
         }
         None => {

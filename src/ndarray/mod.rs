@@ -19,9 +19,11 @@ enum Source {
     /// Borrowed from a DLPack producer; its deleter runs at the end.
     DLPack(*mut DLManagedTensor),
     /// A view of another array's data, kept alive by this reference.
-    View(#[expect(dead_code, reason = "held only to keep the base alive")] NDArray),
+    View(NDArray),
     /// Memory owned elsewhere for the array's whole life (linked parameters); never freed.
     External,
+    /// Read-only bytes of a file mapping (a weight used in place), kept mapped by the keeper.
+    Mapped(#[expect(dead_code, reason = "held only to keep the mapping alive")] crate::mapped::KeepAlive),
     /// Memory owned by another object (a VM storage block), kept alive by this reference.
     Keep(#[expect(dead_code, reason = "held only to keep the owner alive")] ObjectRef),
 }
@@ -66,7 +68,7 @@ impl Drop for NDArrayObj {
                     unsafe { del(m) };
                 }
             }
-            Source::View(_) | Source::External | Source::Keep(_) => {}
+            Source::View(_) | Source::External | Source::Mapped(_) | Source::Keep(_) => {}
         }
     }
 }
@@ -142,6 +144,28 @@ impl NDArray {
         device::shape_bytes(shape, dtype)?;
         let tensor = bare_tensor(data, dev, dtype);
         Ok(Self::make(tensor, shape.to_vec(), Source::External))
+    }
+
+    /// A read-only CPU array over bytes of a file mapping that `keep` keeps in place (see
+    /// [`crate::mapped`]); writing into it faults, so it is only for owners that never write.
+    pub fn from_mapped(
+        data: *mut c_void,
+        shape: &[i64],
+        dtype: DLDataType,
+        keep: crate::mapped::KeepAlive,
+    ) -> Result<NDArray> {
+        device::shape_bytes(shape, dtype)?;
+        let tensor = bare_tensor(data, DLDevice { device_type: device::CPU, device_id: 0 }, dtype);
+        Ok(Self::make(tensor, shape.to_vec(), Source::Mapped(keep)))
+    }
+
+    /// Whether the data is read-only memory (a weight used in place in a library's mapping).
+    pub fn is_read_only(&self) -> bool {
+        match &self.body().source {
+            Source::Mapped(_) => true,
+            Source::View(base) => base.is_read_only(),
+            _ => false,
+        }
     }
 
     /// An array at `byte_offset` of memory that `owner` holds (a VM storage block); the
@@ -282,7 +306,15 @@ impl NDArray {
 
     /// Copies host bytes in (`TVMArrayCopyFromBytes`), synchronously.
     pub fn copy_from_bytes(&self, data: &[u8]) -> Result<()> {
+        self.check_writable()?;
         copy_from_bytes(self.tensor(), data.as_ptr().cast(), data.len())
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        if self.is_read_only() {
+            return Err(Error::value("the array is read-only (a weight used in place in a library)"));
+        }
+        Ok(())
     }
 
     /// Copies the data out to host bytes (`TVMArrayCopyToBytes`), synchronously.
@@ -299,6 +331,7 @@ impl NDArray {
 
     /// Copies from another tensor (`TVMArrayCopyFromTo` rules).
     pub fn copy_from(&self, from: &DLTensor) -> Result<()> {
+        self.check_writable()?;
         copy_tensor(from, self.tensor(), std::ptr::null_mut())
     }
 }

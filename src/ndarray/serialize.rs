@@ -1,9 +1,11 @@
 //! The NDArray record and the params blob (formats.md §2, §3).
 
 use super::NDArray;
-use crate::abi::DLDevice;
+use crate::abi::{DLDataType, DLDevice};
+use crate::device::data_alignment;
 use crate::error::{Error, Result};
 use crate::io::{Reader, Writer};
+use crate::mapped::Region;
 
 /// Magic of an NDArray record.
 pub const NDARRAY_MAGIC: u64 = 0xDD5E_40F0_96B4_A13F;
@@ -33,8 +35,19 @@ pub fn save_ndarray(w: &mut Writer, a: &NDArray) -> Result<()> {
     Ok(())
 }
 
-/// Reads one record into a new CPU array.
-pub fn load_ndarray(r: &mut Reader<'_>) -> Result<NDArray> {
+/// One NDArray record as stored: its shape and element type, and a view of its data bytes.
+pub struct Record<'a> {
+    /// The shape.
+    pub shape: Vec<i64>,
+    /// The element type.
+    pub dtype: DLDataType,
+    /// The data: `elems * ceil(bits / 8)` bytes (lanes are not counted, as in TVM).
+    pub data: &'a [u8],
+}
+
+/// Reads the header of one record and takes a view of its data, with every check of the format;
+/// nothing is allocated beyond the shape.
+pub fn read_record<'a>(r: &mut Reader<'a>) -> Result<Record<'a>> {
     let bad = |_| Error::value("Invalid DLTensor file format");
     let magic = r.u64().map_err(bad)?;
     r.u64().map_err(bad)?;
@@ -61,18 +74,75 @@ pub fn load_ndarray(r: &mut Reader<'_>) -> Result<NDArray> {
         return Err(Error::value(format!("Invalid DLTensor file format: data size {size}, expected {expect}")));
     }
     let data = r.bytes(expect)?;
-    let a = NDArray::empty(&shape, dtype, DLDevice { device_type: 1, device_id: 0 })?;
-    let total = a.byte_size()?;
-    if total == data.len() {
-        a.copy_from_bytes(data)?;
-    } else {
-        // Vector dtypes: the record holds the first `elems * bits/8` bytes only.
-        let mut full = vec![0u8; total];
-        let n = data.len().min(total);
-        full[..n].copy_from_slice(&data[..n]);
-        a.copy_from_bytes(&full)?;
+    Ok(Record { shape, dtype, data })
+}
+
+/// How much is copied between two page releases when a record is copied out of a mapping.
+const RELEASE_CHUNK: usize = 1 << 20;
+
+impl Record<'_> {
+    /// A new CPU array holding the record's data (vector types: the stored bytes, then zeros).
+    /// With `region` (the mapping the data lies in), the data is copied in chunks and the pages
+    /// behind each chunk are given back at once, so the record is never resident twice.
+    pub fn to_array(&self, region: Option<&Region>) -> Result<NDArray> {
+        let a = NDArray::empty(&self.shape, self.dtype, DLDevice { device_type: 1, device_id: 0 })?;
+        let total = a.byte_size()?;
+        if total == self.data.len() {
+            match region {
+                Some(region) if region.releases() => {
+                    let dst = a.tensor().data.cast::<u8>();
+                    for (k, chunk) in self.data.chunks(RELEASE_CHUNK).enumerate() {
+                        // SAFETY: `a` is a new, contiguous CPU array of `total` bytes (its data
+                        // pointer has no byte offset), and the chunks tile `total` bytes; the
+                        // source is another allocation.
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(chunk.as_ptr(), dst.add(k * RELEASE_CHUNK), chunk.len())
+                        };
+                        region.release_to(chunk.as_ptr() as usize + chunk.len());
+                    }
+                }
+                _ => a.copy_from_bytes(self.data)?,
+            }
+        } else {
+            // Vector dtypes: the record holds the first `elems * bits/8` bytes only.
+            let mut full = vec![0u8; total];
+            let n = self.data.len().min(total);
+            full[..n].copy_from_slice(&self.data[..n]);
+            a.copy_from_bytes(&full)?;
+            if let Some(region) = region {
+                region.release_to(self.data.as_ptr() as usize + self.data.len());
+            }
+        }
+        Ok(a)
     }
-    Ok(a)
+}
+
+/// Reads one record into a new CPU array (copied; the mapping's pages behind it are given back
+/// when the reader has a region).
+pub fn load_ndarray(r: &mut Reader<'_>) -> Result<NDArray> {
+    read_record(r)?.to_array(r.region())
+}
+
+/// Reads one record like [`load_ndarray`], but uses the data in place when the reader's region
+/// allows it (the bytes lie in a read-only mapping of a library that the array then keeps
+/// loaded) and the data is aligned as kernels may assume ([`data_alignment`]); otherwise copies.
+///
+/// An array used in place is read-only (writing into it faults): only for owners that never
+/// write into their arrays nor hand them out writable, such as the graph executor factory,
+/// whose executors copy a parameter before writing it.
+pub fn load_ndarray_shared(r: &mut Reader<'_>) -> Result<NDArray> {
+    let rec = read_record(r)?;
+    if let Some(region) = r.region() {
+        let aligned = rec.data.as_ptr() as usize % data_alignment(rec.dtype) == 0;
+        if let Some(keep) = region.in_place(rec.data).filter(|_| aligned) {
+            let a = NDArray::from_mapped(rec.data.as_ptr().cast_mut().cast(), &rec.shape, rec.dtype, keep.clone())?;
+            if a.byte_size()? == rec.data.len() {
+                region.keep(rec.data);
+                return Ok(a);
+            }
+        }
+    }
+    rec.to_array(r.region())
 }
 
 /// Serializes named arrays as a params blob, in the given order.
@@ -90,7 +160,7 @@ pub fn save_params(params: &[(String, NDArray)]) -> Result<Vec<u8>> {
 }
 
 /// Reads the header of a params blob (magic, reserved, names, count), leaving `r` at the arrays.
-fn read_params_header(r: &mut Reader<'_>) -> Result<Vec<String>> {
+pub fn read_params_header(r: &mut Reader<'_>) -> Result<Vec<String>> {
     let invalid = |_| Error::value("Invalid parameters file format");
     if r.u64().map_err(invalid)? != PARAMS_MAGIC {
         return Err(Error::value("Invalid parameters file format"));
@@ -108,15 +178,24 @@ pub fn load_param_names(blob: &[u8]) -> Result<Vec<String>> {
     read_params_header(&mut Reader::new(blob, "params"))
 }
 
-/// Parses a params blob into named CPU arrays, in file order.
+/// Parses a params blob into named CPU arrays, in file order. When the blob lies in a read-only
+/// file mapping (a caller that mapped the file), its pages are given back as they are copied out.
 pub fn load_params(blob: &[u8]) -> Result<Vec<(String, NDArray)>> {
+    let region = Region::new(blob, None);
+    let records = param_records(blob)?;
+    records.into_iter().map(|(n, rec)| Ok((n, rec.to_array(Some(&region))?))).collect()
+}
+
+/// Every record of a params blob, checked, in file order, as views (nothing is copied): so a
+/// caller can apply a blob all or nothing.
+pub fn param_records(blob: &[u8]) -> Result<Vec<(String, Record<'_>)>> {
     let mut r = Reader::new(blob, "params");
     let names = read_params_header(&mut r)?;
     names
         .into_iter()
         .map(|n| {
-            let a = load_ndarray(&mut r).map_err(|e| e.context(format!("param {n}")))?;
-            Ok((n, a))
+            let rec = read_record(&mut r).map_err(|e| e.context(format!("param {n}")))?;
+            Ok((n, rec))
         })
         .collect()
 }

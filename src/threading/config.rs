@@ -93,7 +93,8 @@ pub fn max_concurrency(tvm: Option<&str>, omp: Option<&str>, usable_cpus: usize)
 /// returns `(sorted_order, big_count, little_count)`.
 pub fn classify(freqs: &[(usize, i64)]) -> (Vec<usize>, usize, usize) {
     let mut v = freqs.to_vec();
-    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    // A total order (CPU ids are unique), so an unstable sort gives the same result.
+    v.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     let (Some(hi), Some(lo)) = (v.first().map(|c| c.1), v.last().map(|c| c.1)) else {
         return (Vec::new(), 0, 0);
     };

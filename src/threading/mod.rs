@@ -19,7 +19,7 @@
 //! * an idle worker that finds itself sharing the launcher's CPU moves elsewhere (v0.8 pins
 //!   its threads by default, which has the same effect);
 //! * threads are pinned to cores only when `TVM_BIND_THREADS=1` asks for it;
-//! * idle workers poll for at most ~1 ms (adapted to the launch period) and then sleep in the
+//! * idle workers poll for at most ~2 ms (adapted to the launch period) and then sleep in the
 //!   kernel, instead of yielding in a loop for ~100 ms;
 //! * one shared pool serves the process; a thread that launches while it is busy gets another
 //!   pool (as v0.8's per-thread pools would), so concurrent launchers never wait or deadlock;
@@ -38,7 +38,7 @@ use parking_lot::{Condvar, Mutex};
 use pool::{Job, LaunchError, TaskResult};
 use std::cell::Cell;
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use std::thread::ThreadId;
 
 /// The group environment handed to every task (`TVMParallelGroupEnv`, 16 bytes).
@@ -232,6 +232,33 @@ pub fn config_threadpool(mode: i32, nthreads: i32) -> Result<()> {
     }
     THREAD_CFG.with(|c| c.set(ThreadCfg { threads, mode, pinned }));
     Ok(())
+}
+
+/// Model runs in progress (see [`run_scope`]).
+static ACTIVE_RUNS: AtomicUsize = AtomicUsize::new(0);
+
+/// Marks a model run in progress until dropped (see [`run_scope`]).
+#[must_use = "the run lasts as long as the scope lives"]
+pub struct RunScope(());
+
+impl Drop for RunScope {
+    fn drop(&mut self) {
+        ACTIVE_RUNS.fetch_sub(1, Ordering::Release);
+    }
+}
+
+/// Declares a model run (an executor's `run`): until the scope is dropped, workers and launchers
+/// that wait keep polling, yielding the CPU, instead of sleeping in the kernel (for at most
+/// 100 ms per wait), as TVM's pool does, so no operator of the run pays a wake-up. After the run
+/// the usual idle policy applies (a worker sleeps within 2 ms).
+pub fn run_scope() -> RunScope {
+    ACTIVE_RUNS.fetch_add(1, Ordering::Acquire);
+    RunScope(())
+}
+
+/// Whether a model run is in progress.
+fn runs_active() -> bool {
+    ACTIVE_RUNS.load(Ordering::Relaxed) != 0
 }
 
 /// Handles whose first [`run_once`] call is running `f` right now, with the thread running it.

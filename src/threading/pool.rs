@@ -12,9 +12,12 @@
 //! path is a handful of atomic operations on two cache lines per worker, with no lock.
 //!
 //! Waiting is bounded polling, then a futex sleep. An idle worker polls for a window that
-//! follows the recent launch period (twice the last gap, between 50 us and 1 ms, halving at most
+//! follows the recent launch period (twice the last gap, between 0.5 and 2 ms, halving at most
 //! per launch), so back-to-back and periodic launches find it awake, while a pool left alone goes
-//! to sleep within a millisecond. To sleep it sets the low bit of `job` and waits on that word;
+//! to sleep within 2 ms. The minimum is well above the gaps between the operators of a model run
+//! (a few us) and their imbalance (a worker whose share of an operator is smaller waits for the
+//! launcher's), so a run never pays a wake-up (~15 us) between operators; a sleep is paid only
+//! after a gap of at least 0.5 ms, so it costs at most ~3 % of that gap. To sleep it sets the low bit of `job` and waits on that word;
 //! the launcher's bump sees the bit and wakes it. A launcher waiting for a worker, and a task
 //! waiting at a barrier, poll up to 2 ms (busy for 20 us, then yielding the CPU between polls,
 //! which matters when threads share a CPU) and then sleep the same way (`done`'s low bit, or the
@@ -343,11 +346,12 @@ impl Drop for Held {
     }
 }
 
-/// Shortest polling window of an idle worker before it sleeps in the kernel.
-const IDLE_POLL_MIN: Duration = Duration::from_micros(50);
+/// Shortest polling window of an idle worker before it sleeps in the kernel (see the module
+/// doc: a wake-up costs ~15 us, ~3 % of this).
+const IDLE_POLL_MIN: Duration = Duration::from_micros(500);
 /// Longest polling window of an idle worker (reached only while launches keep arriving at
 /// regular intervals shorter than half of it).
-const IDLE_POLL_MAX: Duration = Duration::from_millis(1);
+const IDLE_POLL_MAX: Duration = Duration::from_millis(2);
 /// A thread waiting inside a launch (launcher for its workers, task at a barrier) polls with
 /// a pause hint this long, then with `sched_yield` up to [`ACTIVE_POLL`], then sleeps.
 const PAUSE_POLL: Duration = Duration::from_micros(20);
@@ -418,9 +422,36 @@ fn next_idle_window(waited: Duration) -> Duration {
     }
 }
 
-/// Waits until the launcher bumps `slot.job` past `seen`, polling for `window` before sleeping;
-/// returns the new value and about how long the wait took.
-fn wait_job(slot: &Slot, seen: u32, spin: Spin, window: Duration) -> (u32, Duration) {
+/// Longest a waiting thread keeps polling (yielding the CPU) instead of sleeping while a model
+/// run is in progress ([`super::run_scope`]): operators whose work all falls to one task (a
+/// parallel loop of extent 1, common at batch 1) leave the others waiting for milliseconds, and
+/// a sleep there costs a wake-up (~15 us, and often a migration) at the next operator.
+const RUN_POLL: Duration = Duration::from_millis(100);
+
+/// Polls `poll` with yields (no busy phase) while `keep_awake` says a model run is in progress,
+/// for at most [`RUN_POLL`] since `start`. Explicit spin counts (`TVM_THREAD_POOL_SPIN_COUNT`)
+/// are honoured as they are: no extra polling.
+fn poll_while_running<T>(
+    mut poll: impl FnMut() -> Option<T>,
+    spin: Spin,
+    start: Instant,
+    keep_awake: &dyn Fn() -> bool,
+) -> Option<T> {
+    if spin != Spin::Timed {
+        return None;
+    }
+    while keep_awake() && start.elapsed() < RUN_POLL {
+        if let Some((v, _)) = poll_for(&mut poll, spin, Duration::ZERO, IDLE_POLL_MIN) {
+            return Some(v);
+        }
+    }
+    None
+}
+
+/// Waits until the launcher bumps `slot.job` past `seen`, polling for `window` (or, while
+/// `keep_awake`, up to [`RUN_POLL`]) before sleeping; returns the new value and about how long
+/// the wait took.
+fn wait_job(slot: &Slot, seen: u32, spin: Spin, window: Duration, keep_awake: &dyn Fn() -> bool) -> (u32, Duration) {
     let changed = || {
         let v = slot.job.load(Ordering::Acquire);
         (v != seen).then_some(v)
@@ -428,6 +459,9 @@ fn wait_job(slot: &Slot, seen: u32, spin: Spin, window: Duration) -> (u32, Durat
     let start = Instant::now();
     if let Some(found) = poll_for(changed, spin, PAUSE_POLL.min(window), window) {
         return found;
+    }
+    if let Some(v) = poll_while_running(changed, spin, start, keep_awake) {
+        return (v, start.elapsed());
     }
     if let Err(v) = slot.job.compare_exchange(seen, seen | SLEEPING, Ordering::Acquire, Ordering::Acquire) {
         return (v, start.elapsed());
@@ -445,7 +479,11 @@ fn wait_job(slot: &Slot, seen: u32, spin: Spin, window: Duration) -> (u32, Durat
 /// Waits until the slot's worker reports the task `expected` finished.
 fn wait_done(slot: &Slot, expected: u32, spin: Spin) {
     let finished = || (slot.done.load(Ordering::Acquire) == expected).then_some(());
+    let start = Instant::now();
     if poll_active(finished, spin).is_some() {
+        return;
+    }
+    if poll_while_running(finished, spin, start, &super::runs_active).is_some() {
         return;
     }
     let prev = expected.wrapping_sub(STEP);
@@ -486,7 +524,7 @@ fn worker_main(pool: &'static Pool, idx: usize) {
     let mut window = IDLE_POLL_MIN;
     let mut last_move: Option<Instant> = None;
     loop {
-        let (job, waited) = wait_job(slot, seen, s.spin, window);
+        let (job, waited) = wait_job(slot, seen, s.spin, window, &super::runs_active);
         seen = job;
         window = next_idle_window(waited).max(window / 2);
         // SAFETY: the acquire load in `wait_job` synchronised with the launcher's release bump,
@@ -664,10 +702,49 @@ mod tests {
     #[test]
     fn idle_window_follows_the_launch_period_within_bounds() {
         assert_eq!(next_idle_window(Duration::ZERO), IDLE_POLL_MIN);
-        assert_eq!(next_idle_window(Duration::from_micros(100)), Duration::from_micros(200));
+        assert_eq!(next_idle_window(IDLE_POLL_MIN / 4), IDLE_POLL_MIN);
+        assert_eq!(next_idle_window(IDLE_POLL_MIN * 3 / 4), IDLE_POLL_MIN * 3 / 2);
         assert_eq!(next_idle_window(IDLE_POLL_MAX / 2), IDLE_POLL_MAX);
         assert_eq!(next_idle_window(IDLE_POLL_MAX), IDLE_POLL_MIN);
         assert_eq!(next_idle_window(Duration::from_secs(5)), IDLE_POLL_MIN);
+    }
+
+    /// A worker waiting `delay` for its next task: whether it went to sleep (the launcher's bump
+    /// finds the SLEEPING bit), with a model run in progress or not.
+    fn slept_waiting(delay: Duration, in_run: bool) -> bool {
+        let slot = Slot::new();
+        let awake = move || in_run;
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| wait_job(&slot, 0, Spin::Timed, IDLE_POLL_MIN, &awake));
+            std::thread::sleep(delay);
+            let before = slot.job.fetch_add(STEP, Ordering::Release);
+            if before & SLEEPING != 0 {
+                futex::wake_one(&slot.job);
+            }
+            let (got, _) = waiter.join().unwrap();
+            assert_eq!(got & !SLEEPING, STEP);
+            before & SLEEPING != 0
+        })
+    }
+
+    #[test]
+    fn workers_stay_awake_through_a_model_run_and_sleep_after() {
+        // 20 ms: ten times the longest idle window, a fifth of the run limit.
+        let wait = Duration::from_millis(20);
+        assert!(IDLE_POLL_MAX * 10 <= wait && wait * 5 <= RUN_POLL);
+        assert!(!slept_waiting(wait, true), "slept during a run");
+        assert!(slept_waiting(wait, false), "did not sleep outside a run");
+    }
+
+    #[test]
+    fn run_scopes_nest_and_end() {
+        let a = crate::threading::run_scope();
+        let b = crate::threading::run_scope();
+        assert!(crate::threading::runs_active());
+        drop(a);
+        assert!(crate::threading::runs_active());
+        drop(b);
+        // Other tests may hold scopes of their own; ours are gone.
     }
 
     #[test]

@@ -464,6 +464,20 @@ impl<'a> Args<'a> {
         }
     }
 
+    /// Like [`Args::bytes`], but borrows the caller's bytes (codes 11 and 12) for the call
+    /// instead of copying them: for large inputs such as a params blob.
+    pub fn bytes_view(&self, i: usize) -> Result<std::borrow::Cow<'a, [u8]>> {
+        let (v, c) = self.raw(i)?;
+        if c == code::BYTES {
+            // SAFETY: code 12 carries a TVMByteArray* (checked non-NULL), live for the call.
+            if let Some(ba) = unsafe { v.v_handle.cast::<TVMByteArray>().as_ref() } {
+                // SAFETY: `data` holds `size` bytes that the caller keeps for the call ('a).
+                return Ok(std::borrow::Cow::Borrowed(unsafe { slice_from_raw(ba.data.cast::<u8>(), ba.size)? }));
+            }
+        }
+        self.bytes(i).map(std::borrow::Cow::Owned)
+    }
+
     /// A string argument (lossily decoded to UTF-8).
     pub fn string(&self, i: usize) -> Result<String> {
         let b = self.bytes(i)?;

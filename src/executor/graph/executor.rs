@@ -3,15 +3,19 @@
 //!
 //! Parameters handed over by a factory are shared, not copied, when their storage slot holds
 //! nothing else: the executor's data entry *is* the factory's array. Any path that could write
-//! such an entry (`set_input`, `get_input`'s view, `load_params`) first gives the executor a
-//! private copy, so executors never see each other's writes.
+//! such an entry (`set_input`, `get_input`'s or `get_output`'s view, `load_params`, the other side
+//! of `share_params`) first gives the executor a private copy, so executors never see each
+//! other's writes, and a factory's weight used in place in a library's read-only mapping is
+//! never written.
 
 use super::json::{Graph, NodeEntry};
 use crate::abi::{DLDataType, DLDevice, DLTensor, TVMValue};
 use crate::device::{self, shape_bytes};
 use crate::error::{Error, Result};
 use crate::function::PackedFunc;
+use crate::mapped::Region;
 use crate::module::Module;
+use crate::ndarray::serialize::Record;
 use crate::ndarray::{copy_tensor, NDArray};
 use crate::object::{ArrayObj, StringObj};
 use crate::value::dtype;
@@ -22,6 +26,7 @@ use std::ffi::c_int;
 
 // What TVM v0.9..v0.19 added (get_input_info, outputs by name, the debug executor's v0.9+ forms).
 mod later;
+#[cfg(feature = "profiling")]
 use later::debug_timer_config;
 
 enum OpKind {
@@ -76,6 +81,7 @@ struct State {
     /// Entries whose array is shared with a factory (copy before writing).
     shared: Vec<bool>,
     ops: Vec<Option<OpExec>>,
+    #[cfg(feature = "profiling")]
     last_executed_node: i64,
 }
 
@@ -143,6 +149,7 @@ impl GraphExecutor {
                 data_alignment: Vec::new(),
                 shared: Vec::new(),
                 ops: Vec::new(),
+                #[cfg(feature = "profiling")]
                 last_executed_node: -1,
             }),
             param_names: Mutex::new(std::collections::HashSet::new()),
@@ -280,10 +287,11 @@ impl GraphExecutor {
         st.ops = self.build_ops(&st.data_entry)?;
         drop(st);
 
-        // 7.3 The remaining parameters are copied in, largest first.
-        let mut rest: Vec<&(String, NDArray)> = params.iter().collect();
-        rest.sort_by_key(|(_, a)| std::cmp::Reverse(a.byte_size().unwrap_or(0)));
-        for (name, arr) in rest {
+        // 7.3 The remaining parameters are copied in, largest first; equal sizes in stored order
+        // (the position as the tie-break makes the smaller unstable sort a stable one).
+        let mut rest: Vec<(usize, &(String, NDArray))> = params.iter().enumerate().collect();
+        rest.sort_unstable_by_key(|&(i, (_, a))| (std::cmp::Reverse(a.byte_size().unwrap_or(0)), i));
+        for (_, (name, arr)) in rest {
             if let Some(&idx) = self.input_map.get(name) {
                 let eid = self.input_entry(idx);
                 if !shared_param.contains_key(&g.storage_id[eid]) {
@@ -390,14 +398,16 @@ impl GraphExecutor {
         check_index(idx, self.num_outputs(), "output")
     }
 
-    /// Gives entry `eid` private storage if it is shared with a factory.
-    fn make_private(&self, st: &mut State, eid: usize) -> Result<()> {
+    /// Gives entry `eid` private storage if it is shared with a factory (whose array may be
+    /// read-only memory, see [`crate::mapped`]), filled with `with`, or else with the shared data.
+    /// Returns whether `with` was copied in (false: the entry was private already, untouched).
+    fn make_private(&self, st: &mut State, eid: usize, with: Option<&DLTensor>) -> Result<bool> {
         if !st.shared[eid] {
-            return Ok(());
+            return Ok(false);
         }
         let old = st.data_entry[eid].clone();
         let fresh = NDArray::empty(old.shape(), old.dtype(), old.device())?;
-        copy_tensor(old.tensor(), fresh.tensor(), std::ptr::null_mut())?;
+        copy_tensor(with.unwrap_or(old.tensor()), fresh.tensor(), std::ptr::null_mut())?;
         let (old_ptr, new_ptr) = (old.tensor().data, fresh.tensor().data);
         let sid = self.graph.storage_id[eid];
         st.storage[sid] = fresh.clone();
@@ -410,7 +420,7 @@ impl GraphExecutor {
                 }
             }
         }
-        Ok(())
+        Ok(with.is_some())
     }
 
     /// `set_input`: copies a tensor into input `idx`.
@@ -418,7 +428,6 @@ impl GraphExecutor {
         self.check_input(idx)?;
         let eid = self.input_entry(idx);
         let mut st = self.state.lock();
-        self.make_private(&mut st, eid)?;
         let name = &self.graph.nodes[self.graph.arg_nodes[idx] as usize].name;
         let want = st.data_entry[eid].dtype();
         if from.dtype != want {
@@ -427,6 +436,11 @@ impl GraphExecutor {
                 dtype::format(from.dtype).unwrap_or_default(),
                 dtype::format(want).unwrap_or_default()
             )));
+        }
+        // A shared entry gets its own array filled from `from` at once (one copy, not two).
+        let copied = self.make_private(&mut st, eid, Some(from)).map_err(|e| e.context(format!("input {name}")))?;
+        if copied {
+            return Ok(());
         }
         copy_tensor(from, st.data_entry[eid].tensor(), std::ptr::null_mut())
             .map_err(|e| e.context(format!("input {name}")))
@@ -495,19 +509,24 @@ impl GraphExecutor {
         self.check_input(idx)?;
         let eid = self.input_entry(idx);
         let mut st = self.state.lock();
-        self.make_private(&mut st, eid)?;
+        self.make_private(&mut st, eid, None)?;
         Ok(st.data_entry[eid].clone())
     }
 
-    /// `get_output`: a view of output `idx`.
+    /// `get_output`: a view of output `idx` (made private first if it is a shared parameter,
+    /// since callers may write through it).
     pub fn get_output(&self, idx: usize) -> Result<NDArray> {
         self.check_output(idx)?;
-        Ok(self.state.lock().data_entry[self.output_entry(idx)].clone())
+        let eid = self.output_entry(idx);
+        let mut st = self.state.lock();
+        self.make_private(&mut st, eid, None)?;
+        Ok(st.data_entry[eid].clone())
     }
 
     /// `get_output(idx, out)`: shape check, then a copy.
     pub fn copy_output_to(&self, idx: usize, out: &DLTensor) -> Result<()> {
-        let a = self.get_output(idx)?;
+        self.check_output(idx)?;
+        let a = self.state.lock().data_entry[self.output_entry(idx)].clone();
         if device::tensor_shape(out)? != a.shape() {
             return Err(Error::value(format!(
                 "get_output: the output tensor has shape {:?}, expected {:?}",
@@ -531,6 +550,7 @@ impl GraphExecutor {
 
     /// `run`.
     pub fn run(&self) -> Result<()> {
+        let _run = crate::threading::run_scope();
         let st = self.state.lock();
         if st.ops.is_empty() {
             return Ok(());
@@ -538,40 +558,68 @@ impl GraphExecutor {
         Self::run_range(&st, &self.graph.nodes, 0, st.ops.len() - 1)
     }
 
-    /// `load_params`: copies every named array that is an input.
+    /// `load_params`: copies every named array that is an input. The whole blob is checked
+    /// first, and each array is copied straight from the caller's bytes into the executor (no
+    /// parsed copy in between); when those bytes are a read-only file mapping, its pages are
+    /// given back as they are copied (see [`crate::mapped`]).
     pub fn load_params(&self, blob: &[u8]) -> Result<()> {
-        let params = crate::ndarray::serialize::load_params(blob)?;
-        self.param_names.lock().extend(params.iter().map(|(n, _)| n.clone()));
+        let records = crate::ndarray::serialize::param_records(blob)?;
+        let region = Region::new(blob, None);
+        self.param_names.lock().extend(records.iter().map(|(n, _)| n.clone()));
         let mut matched = 0;
-        for (name, arr) in &params {
+        for (name, rec) in &records {
             if let Some(idx) = self.input_index(name) {
-                self.set_input(idx, arr.tensor()).map_err(|e| e.context(format!("param {name}")))?;
+                self.set_input_record(idx, rec, &region).map_err(|e| e.context(format!("param {name}")))?;
                 matched += 1;
             }
+            region.release_to(rec.data.as_ptr() as usize + rec.data.len());
         }
-        if matched == 0 && !params.is_empty() {
+        if matched == 0 && !records.is_empty() {
             return Err(Error::value(format!(
                 "load_params: none of the {} params ({}, ...) is an input of this graph",
-                params.len(),
-                params[0].0
+                records.len(),
+                records[0].0
             )));
         }
         Ok(())
+    }
+
+    /// `set_input` from a params record, without an intermediate array where the stored bytes
+    /// are the array's bytes (every type but vector types).
+    fn set_input_record(&self, idx: usize, rec: &Record<'_>, region: &Region) -> Result<()> {
+        let view = DLTensor {
+            data: rec.data.as_ptr().cast_mut().cast(),
+            device: DLDevice { device_type: device::CPU, device_id: 0 },
+            ndim: i32::try_from(rec.shape.len()).map_err(|_| Error::value("too many dimensions"))?,
+            dtype: rec.dtype,
+            shape: rec.shape.as_ptr().cast_mut(),
+            strides: std::ptr::null_mut(),
+            byte_offset: 0,
+        };
+        if device::tensor_bytes(&view)? == rec.data.len() {
+            // `view` only borrows `rec`, which outlives the call; copies only read it.
+            self.set_input(idx, &view)
+        } else {
+            self.set_input(idx, rec.to_array(Some(region))?.tensor())
+        }
     }
 
     /// `share_params`: makes the named inputs the same arrays as `other`'s.
     pub fn share_params(&self, other: &GraphExecutor, blob: &[u8]) -> Result<()> {
         let names = crate::ndarray::serialize::load_param_names(blob)?;
         let other_entries: Vec<(usize, NDArray)> = {
-            let ost = other.state.lock();
-            names
-                .iter()
-                .filter_map(|n| {
-                    let idx = self.input_index(n)?;
-                    let oidx = other.input_index(n)?;
-                    Some((idx, ost.data_entry[other.input_entry(oidx)].clone()))
-                })
-                .collect()
+            let mut ost = other.state.lock();
+            let mut v = Vec::new();
+            for n in &names {
+                let (Some(idx), Some(oidx)) = (self.input_index(n), other.input_index(n)) else { continue };
+                // The other executor's array becomes its own first if a factory shares it: the
+                // two executors then share it as in TVM (writes through either reach both),
+                // and the factory and its other executors are unaffected.
+                let oeid = other.input_entry(oidx);
+                other.make_private(&mut ost, oeid, None)?;
+                v.push((idx, ost.data_entry[oeid].clone()));
+            }
+            v
         };
         let mut st = self.state.lock();
         for (idx, arr) in other_entries {
@@ -592,6 +640,7 @@ impl GraphExecutor {
         Ok(())
     }
 
+    #[cfg(feature = "profiling")]
     /// Debug: runs node `nid`'s closure alone, timed.
     fn time_node(st: &State, nodes: &[super::json::Node], nid: usize) -> Result<f64> {
         match &st.ops[nid] {
@@ -610,6 +659,7 @@ impl GraphExecutor {
         }
     }
 
+    #[cfg(feature = "profiling")]
     /// Debug: `run_individual(number, repeat, min_repeat_ms)` (graph-executor.md §8.3).
     pub fn run_individual(&self, mut number: i64, repeat: i64, min_repeat_ms: i64) -> Result<String> {
         if number <= 0 || repeat <= 0 || min_repeat_ms < 0 {
@@ -647,6 +697,7 @@ impl GraphExecutor {
         Ok(t.iter().map(|x| format!("{},", format_g(*x))).collect())
     }
 
+    #[cfg(feature = "profiling")]
     /// Debug: `execute_node(node)`.
     pub fn execute_node(&self, node: i64) -> Result<()> {
         let n = self.graph.nodes.len() as i64;
@@ -664,6 +715,7 @@ impl GraphExecutor {
         Ok(())
     }
 
+    #[cfg(feature = "profiling")]
     /// Debug: `get_node_output(node, index)`: a CPU copy of that output.
     pub fn get_node_output(&self, node: i64, index: i64) -> Result<NDArray> {
         let st = self.state.lock();
@@ -684,6 +736,7 @@ impl GraphExecutor {
         Ok(out)
     }
 
+    #[cfg(feature = "profiling")]
     /// Debug: `debug_get_output(node, out)` (indexes data entries by node id, as TVM does).
     pub fn debug_get_output(&self, node: usize, out: &DLTensor) -> Result<()> {
         if node >= self.graph.nodes.len() {
@@ -695,6 +748,7 @@ impl GraphExecutor {
         copy_tensor(a.tensor(), out, std::ptr::null_mut())
     }
 
+    #[cfg(feature = "profiling")]
     /// Debug: `profile_rpc()`: per-node durations as the profiler's JSON report.
     pub fn profile_json(&self) -> Result<String> {
         for _ in 0..3 {
@@ -766,6 +820,7 @@ impl GraphExecutor {
     }
 }
 
+#[cfg(feature = "profiling")]
 /// C++ `operator<<(double)` with default settings: `%g`, 6 significant digits.
 pub fn format_g(x: f64) -> String {
     if x == 0.0 {
@@ -916,19 +971,21 @@ pub fn get_function(exec: &GraphExecutor, name: &str, this: &Module) -> Option<P
             }
             Ok(Value::Object(ArrayObj::new_object(outs)))
         }),
-        "load_params" => with(|e, a| e.load_params(&a.bytes(0)?).map(|()| Value::Null)),
+        "load_params" => with(|e, a| e.load_params(&a.bytes_view(0)?).map(|()| Value::Null)),
         "share_params" => with(|e, a| {
             let other = a.module(0)?.ok_or_else(|| Error::value("share_params: expected a module"))?;
             let o = other.downcast::<GraphExecutor>().ok_or_else(|| {
                 Error::type_error(format!("share_params: expected a GraphExecutor, got {}", other.type_key()))
             })?;
-            e.share_params(o, &a.bytes(1)?).map(|()| Value::Null)
+            e.share_params(o, &a.bytes_view(1)?).map(|()| Value::Null)
         }),
         // v0.8: (number, repeat, min_repeat_ms) -> text; v0.9+: 5 or 6 settings -> bytes.
+        #[cfg(feature = "profiling")]
         "run_individual" => with(|e, a| match a.len() {
             3 => Ok(Value::str(e.run_individual(a.i64(0)?, a.i64(1)?, a.i64(2)?)?)),
             _ => Ok(Value::bytes(e.run_individual_bytes(&debug_timer_config(a, 0)?)?)),
         }),
+        #[cfg(feature = "profiling")]
         "run_individual_node" => with(|e, a| {
             let nid = usize::try_from(a.i64(0)?)
                 .ok()
@@ -941,8 +998,11 @@ pub fn get_function(exec: &GraphExecutor, name: &str, this: &Module) -> Option<P
         // `name:index` key, -1 when unknown.
         "get_output_index" => with(|e, a| Ok(Value::Int(e.output_index_any(&a.string(0)?).map_or(-1, |i| i as i64)))),
         "get_output_info" => with(|e, _| Ok(e.output_info())),
+        #[cfg(feature = "profiling")]
         "execute_node" => with(|e, a| e.execute_node(a.i64(0)?).map(|()| Value::Null)),
+        #[cfg(feature = "profiling")]
         "get_node_output" => with(|e, a| Ok(Value::NDArray(e.get_node_output(a.i64(0)?, a.i64(1)?)?))),
+        #[cfg(feature = "profiling")]
         "debug_get_output" => with(|e, a| {
             let node = match a.code(0)? {
                 code::STR | code::OBJECT => {
@@ -961,7 +1021,9 @@ pub fn get_function(exec: &GraphExecutor, name: &str, this: &Module) -> Option<P
             }
             e.debug_get_output(node, tensor_arg(a, 1)?).map(|()| Value::Null)
         }),
+        #[cfg(feature = "profiling")]
         "profile" => with(|e, _| Ok(Value::Object(crate::executor::report::Report::new_object(e.profile_json()?)))),
+        #[cfg(feature = "profiling")]
         "profile_rpc" => with(|e, _| Ok(Value::str(e.profile_json()?))),
         _ => return None,
     })
@@ -975,7 +1037,7 @@ fn check_index(idx: usize, n: usize, what: &str) -> Result<()> {
     Ok(())
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "profiling"))]
 mod tests {
     use super::format_g;
 

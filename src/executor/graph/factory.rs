@@ -7,22 +7,42 @@ use crate::error::{Error, Result};
 use crate::function::PackedFunc;
 use crate::io::{Reader, Writer};
 use crate::module::{Module, ModuleNode};
-use crate::ndarray::serialize::{load_ndarray, save_ndarray};
-use crate::ndarray::NDArray;
+use crate::ndarray::serialize::{load_ndarray_shared, save_ndarray};
+use crate::ndarray::{copy_tensor, NDArray};
 use crate::value::{Args, Value};
+use parking_lot::RwLock;
 use std::any::Any;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A graph executor factory (type key `GraphExecutorFactory`).
+///
+/// Its executors share its weights instead of copying them (an executor copies one only to
+/// write it), as long as nothing else holds the arrays: weights loaded from a library are the
+/// factory's own (some may be read-only memory, used in place in the library's mapping). Once
+/// arrays are held outside (given to `tvm.graph_executor_factory.create`, or handed out by
+/// `get_graph_params`, which first replaces the factory's arrays by writable copies), new
+/// executors copy them at creation as TVM's do, so writes into those arrays reach the
+/// executors created afterwards and never the ones created before.
 pub struct GraphExecutorFactory {
     graph_json: String,
-    params: Vec<(String, NDArray)>,
+    params: RwLock<Vec<(String, NDArray)>>,
+    /// The arrays are held outside the factory (see the type's doc).
+    exposed: AtomicBool,
     module_name: String,
 }
 
+/// A writable copy of `a` on its device.
+fn detached(a: &NDArray) -> Result<NDArray> {
+    let c = NDArray::empty(a.shape(), a.dtype(), a.device())?;
+    copy_tensor(a.tensor(), c.tensor(), std::ptr::null_mut())?;
+    Ok(c)
+}
+
 impl GraphExecutorFactory {
-    /// A factory; its code module is the module's import #0, attached by the caller.
+    /// A factory over arrays held by the caller (its executors copy them, see the type's doc);
+    /// its code module is the module's import #0, attached by the caller.
     pub fn new(graph_json: String, params: Vec<(String, NDArray)>, module_name: String) -> Self {
-        GraphExecutorFactory { graph_json, params, module_name }
+        GraphExecutorFactory { graph_json, params: RwLock::new(params), exposed: AtomicBool::new(true), module_name }
     }
 
     /// Reads the payload of formats.md §7.
@@ -36,13 +56,21 @@ impl GraphExecutorFactory {
                 names.len()
             )));
         }
+        // Parameters are shared by the executors, which copy one before writing it, so aligned
+        // ones may stay in the library's mapping (zero-copy); the others are copied out and the
+        // blob's pages behind them given back as they go.
         let mut params = Vec::with_capacity(names.len());
         for n in names {
-            let a = load_ndarray(r).map_err(|e| e.context(format!("GraphExecutorFactory: param {n}")))?;
+            let a = load_ndarray_shared(r).map_err(|e| e.context(format!("GraphExecutorFactory: param {n}")))?;
             params.push((n, a));
         }
         let module_name = r.string().map_err(|e| e.context("GraphExecutorFactory: module name"))?;
-        Ok(GraphExecutorFactory { graph_json, params, module_name })
+        Ok(GraphExecutorFactory {
+            graph_json,
+            params: RwLock::new(params),
+            exposed: AtomicBool::new(false),
+            module_name,
+        })
     }
 
     /// The graph JSON.
@@ -50,9 +78,21 @@ impl GraphExecutorFactory {
         &self.graph_json
     }
 
-    /// The parameters, in stored order.
-    pub fn params(&self) -> &[(String, NDArray)] {
-        &self.params
+    /// The parameters, in stored order (the factory's own arrays, shared by its executors and
+    /// possibly read-only: not to be written; `get_graph_params` hands out writable ones).
+    pub fn params(&self) -> Vec<(String, NDArray)> {
+        self.params.read().clone()
+    }
+
+    /// `get_graph_params`: the parameters, made the factory's writable own first (once).
+    fn expose_params(&self) -> Result<Vec<(String, NDArray)>> {
+        let mut p = self.params.write();
+        if !self.exposed.load(Ordering::Acquire) {
+            let copies = p.iter().map(|(n, a)| Ok((n.clone(), detached(a)?))).collect::<Result<Vec<_>>>()?;
+            *p = copies;
+            self.exposed.store(true, Ordering::Release);
+        }
+        Ok(p.clone())
     }
 
     /// The name of the function that creates an executor (`default`).
@@ -69,8 +109,14 @@ impl GraphExecutorFactory {
 
     /// Creates an executor on `devices`.
     pub fn create_executor(&self, this: &Module, devices: Vec<DLDevice>, debug: bool) -> Result<Module> {
-        let exec =
-            GraphExecutor::create(&self.graph_json, self.code_module(this)?, devices, None, &self.params, debug)?;
+        let mut params = self.params.read().clone();
+        if self.exposed.load(Ordering::Acquire) {
+            // Held outside: this executor gets copies of its own, as in TVM.
+            for (_, a) in &mut params {
+                *a = detached(a)?;
+            }
+        }
+        let exec = GraphExecutor::create(&self.graph_json, self.code_module(this)?, devices, None, &params, debug)?;
         Ok(Module::new(exec))
     }
 }
@@ -104,13 +150,19 @@ impl ModuleNode for GraphExecutorFactory {
             // v0.9+: the params as a Map<String, NDArray>.
             "get_graph_params" => with(|fac, _, _| {
                 let pairs = fac
-                    .params
+                    .expose_params()?
                     .iter()
                     .map(|(n, a)| (crate::object::StringObj::new_object(n.as_bytes()), Some(a.clone().into_object())))
                     .collect();
                 Ok(Value::Object(crate::object::MapObj::new_object(pairs)))
             }),
             "debug_create" => with(|fac, m, a| {
+                if !cfg!(feature = "profiling") {
+                    return Err(Error::tvm(
+                        "Cannot find function tvm.graph_executor_debug.create in registry. \
+                         Do you enable debug graph executor build?",
+                    ));
+                }
                 if a.len() < 2 {
                     return Err(Error::value("debug_create expects the module name and at least one device"));
                 }
@@ -137,11 +189,12 @@ impl ModuleNode for GraphExecutorFactory {
 
     fn save_to_binary(&self) -> Result<Vec<u8>> {
         let mut w = Writer::default();
+        let params = self.params.read();
         w.str_bytes(self.graph_json.as_bytes());
-        w.u64(self.params.len() as u64);
-        let names: Vec<&str> = self.params.iter().map(|(n, _)| n.as_str()).collect();
+        w.u64(params.len() as u64);
+        let names: Vec<&str> = params.iter().map(|(n, _)| n.as_str()).collect();
         w.vec_str(&names);
-        for (_, a) in &self.params {
+        for (_, a) in params.iter() {
             save_ndarray(&mut w, a)?;
         }
         w.str_bytes(self.module_name.as_bytes());

@@ -53,6 +53,7 @@ fn create_from_args(a: &Args<'_>, debug: bool) -> Result<Value> {
 /// Registers the graph executor globals.
 pub fn register(r: &mut Registrar<'_>) {
     r.func("tvm.graph_executor.create", |a| create_from_args(a, false));
+    #[cfg(feature = "profiling")]
     r.func("tvm.graph_executor_debug.create", |a| create_from_args(a, true));
     r.func("tvm.graph_executor_factory.create", factory::create_global);
     r.func("runtime.module.loadbinary_GraphExecutorFactory", factory::load_binary_global);
@@ -178,6 +179,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "profiling")]
     fn debug_executor_and_errors() {
         let json = json::tests_example();
         let lib = Module::new(Ops);

@@ -4,8 +4,10 @@
 //! `debug_get_output(node)`).
 
 use super::*;
+#[cfg(feature = "profiling")]
 use crate::executor::time_eval::{measure, sync_device, TimerConfig};
 
+#[cfg(feature = "profiling")]
 /// The timer settings of the debug executor's v0.9+ `run_individual[_node]` (from argument
 /// `from` on): (number, repeat, min_repeat_ms, [limit_zero_time_iterations (v0.10+),]
 /// cooldown_interval_ms, repeats_to_cooldown).
@@ -89,6 +91,7 @@ impl GraphExecutor {
         self.info_map((0..self.num_outputs()).map(|i| (self.graph.heads[i].node_id, self.output_entry(i))))
     }
 
+    #[cfg(feature = "profiling")]
     /// Times node `nid` alone under `st` (0s for nodes without an operator).
     fn node_timings(&self, st: &State, nid: usize, cfg: &TimerConfig) -> Result<Vec<u8>> {
         let Some(op) = &st.ops[nid] else { return Ok(vec![0u8; 8 * cfg.repeat.max(0) as usize]) };
@@ -106,12 +109,14 @@ impl GraphExecutor {
         Ok(t)
     }
 
+    #[cfg(feature = "profiling")]
     /// Debug (v0.9+): `run_individual_node(node, ...)`: `repeat` f64 seconds per run.
     pub fn run_individual_node(&self, nid: usize, cfg: &TimerConfig) -> Result<Vec<u8>> {
         let st = self.state.lock();
         self.node_timings(&st, nid, cfg)
     }
 
+    #[cfg(feature = "profiling")]
     /// Debug (v0.9+): `run_individual(...)`: an i64 node count, then `repeat` f64 seconds per
     /// run for each node (0 for nodes without an operator).
     pub fn run_individual_bytes(&self, cfg: &TimerConfig) -> Result<Vec<u8>> {
@@ -124,6 +129,7 @@ impl GraphExecutor {
         Ok(out)
     }
 
+    #[cfg(feature = "profiling")]
     /// Debug (v0.9+): `debug_get_output(node)`: runs up to `node` and returns a copy of its
     /// data entry (indexed by node id, as TVM does).
     pub fn debug_node_output(&self, node: usize) -> Result<NDArray> {
