@@ -266,13 +266,15 @@ fn check_tree(n: usize, row_ptr: &[u64], child: &[u64], keys: &[String]) -> Resu
             row_ptr[n]
         )));
     }
+    // Every row must be checked before any is used: with the ends pinned to 0 and the child
+    // count, non-decreasing pointers keep every row inside `child`.
+    if let Some(i) = row_ptr.windows(2).position(|w| w[0] > w[1]) {
+        return Err(bad(format!("row pointers decrease at module {i} ({} > {})", row_ptr[i], row_ptr[i + 1])));
+    }
     let mut children = Vec::with_capacity(n);
     let mut indegree = vec![0usize; n];
     for i in 0..n {
         let (a, b) = (row_ptr[i], row_ptr[i + 1]);
-        if a > b {
-            return Err(bad(format!("row pointers decrease at module {i} ({a} > {b})")));
-        }
         let kids = child[a as usize..b as usize]
             .iter()
             .map(|&c| {

@@ -1,0 +1,370 @@
+//! The harnesses behind the fuzz targets in `fuzz_targets/`, one function per parser entry point.
+//!
+//! Each harness feeds the bytes to the runtime's own entry point (the registered global or module
+//! function the C API reaches, called without the C guard, so that a panic is reported as a
+//! crash instead of being turned into an error), then checks what a successful parse promises:
+//! writing back what was read and reading it again gives the same thing.
+//!
+//! The process-wide allocator refuses single Rust allocations above [`ALLOC_CAP`] and aborts
+//! with a message, so that an allocation sized by the input without a check is a crash that
+//! libFuzzer records (its own `-malloc_limit_mb` needs sanitizer hooks, which a stable build
+//! without sanitizers lacks; `-rss_limit_mb` still watches the resident size).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::any::Any;
+use std::io::Write;
+use tvm_runtime::abi::DLDevice;
+use tvm_runtime::device;
+use tvm_runtime::error::Result;
+use tvm_runtime::executor::graph::json::Graph;
+use tvm_runtime::function::PackedFunc;
+use tvm_runtime::io::{Reader, Writer};
+use tvm_runtime::module::{blob, Module, ModuleNode};
+use tvm_runtime::ndarray::serialize::{load_ndarray, load_params, save_ndarray, save_params};
+use tvm_runtime::ndarray::NDArray;
+use tvm_runtime::registry;
+use tvm_runtime::value::{code, Value};
+
+/// The largest single allocation a target may make (2 GiB).
+pub const ALLOC_CAP: usize = 2 << 30;
+
+/// Graphs whose entries need more than this are parsed but not instantiated (the fuzzer looks
+/// for parser bugs, not for models that are merely large).
+pub const GRAPH_CREATE_CAP: usize = 256 << 20;
+
+/// Graphs whose entries need more than this are instantiated but not run.
+pub const GRAPH_RUN_CAP: usize = 16 << 20;
+
+/// The system allocator with a cap on one allocation.
+struct Capped;
+
+fn over_cap(size: usize) -> ! {
+    // No allocation here: a fixed message, then the number through a stack buffer.
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    let mut n = size;
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let mut err = std::io::stderr().lock();
+    for part in [&b"==fuzz== allocation above the 2 GiB cap: "[..], &buf[i..], b" bytes\n"] {
+        let _ = err.write_all(part);
+    }
+    std::process::abort()
+}
+
+// SAFETY: forwards every call to the system allocator unchanged, after the size check.
+unsafe impl GlobalAlloc for Capped {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if layout.size() > ALLOC_CAP {
+            over_cap(layout.size());
+        }
+        // SAFETY: same contract as ours.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if layout.size() > ALLOC_CAP {
+            over_cap(layout.size());
+        }
+        // SAFETY: same contract as ours.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as ours.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if new_size > ALLOC_CAP {
+            over_cap(new_size);
+        }
+        // SAFETY: same contract as ours.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Capped = Capped;
+
+const CPU0: DLDevice = DLDevice { device_type: 1, device_id: 0 };
+
+/// A global function of the runtime (all are registered on first use of the registry).
+fn global(name: &str) -> PackedFunc {
+    registry::get(name).unwrap_or_else(|| panic!("global {name} is not registered"))
+}
+
+/// Zeroes every CPU tensor argument it is given, byte for byte, so that a tensor that is larger
+/// than the memory behind it touches memory it should not (a crash, or a report under a
+/// sanitizer build).
+fn touch_tensors(a: &tvm_runtime::value::Args<'_>) -> Result<Value> {
+    for i in 0..a.len() {
+        if !matches!(a.code(i)?, code::DLTENSOR | code::NDARRAY) {
+            continue;
+        }
+        let p = a.dltensor(i)?;
+        // SAFETY: the callers (graph executor, VM) pass live tensors for the call.
+        let Some(t) = (unsafe { p.as_ref() }) else { continue };
+        if t.device.device_type != 1 || t.data.is_null() || !device::is_contiguous(t) {
+            continue;
+        }
+        let n = device::tensor_bytes(t)?;
+        // SAFETY: a live contiguous CPU tensor owns `n` bytes from `data + byte_offset`.
+        unsafe { std::ptr::write_bytes(t.data.cast::<u8>().add(t.byte_offset as usize), 0, n) };
+    }
+    Ok(Value::Null)
+}
+
+/// A code module that has every function: each one zeroes its tensor arguments. It stands in
+/// for the model library (`_lib`) of a blob, and for the kernels of a graph or VM executable.
+pub struct AnyKernel;
+
+impl ModuleNode for AnyKernel {
+    fn type_key(&self) -> &str {
+        "library"
+    }
+    fn get_function(&self, name: &str, _this: &Module) -> Result<Option<PackedFunc>> {
+        // Names the runtime asks a library for that are not kernels stay unknown.
+        if name.starts_with("__tvm") || name.starts_with("_lookup_linked_param") {
+            return Ok(None);
+        }
+        Ok(Some(PackedFunc::from_fn(touch_tensors)))
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+fn any_kernel() -> Module {
+    Module::new(AnyKernel)
+}
+
+fn func_of(m: &Module, name: &str) -> Option<PackedFunc> {
+    m.get_function(name, false).ok().flatten()
+}
+
+/// Visits a module tree (imports), breadth first, at most `limit` modules.
+fn walk(root: &Module, limit: usize, mut f: impl FnMut(&Module)) {
+    let mut queue = std::collections::VecDeque::from([root.clone()]);
+    let mut seen = 0;
+    while let Some(m) = queue.pop_front() {
+        f(&m);
+        seen += 1;
+        if seen >= limit {
+            return;
+        }
+        queue.extend(m.imports());
+    }
+}
+
+/// `blob`: the payload of a `__tvm_dev_mblob` (after its 8-byte length prefix), as the blob
+/// loader of `TVMModLoadFromFile` processes it after `dlopen`: entries dispatched to every
+/// registered `runtime.module.loadbinary_<key>` and the import tree.
+pub fn blob(data: &[u8]) {
+    let Ok(tree) = blob::process(data, &any_kernel) else { return };
+    walk(&tree.root, 64, |m| {
+        let _ = m.type_key();
+        if let Some(f) = func_of(m, "get_graph_json") {
+            let _ = f.call(&[]);
+        }
+        if let Some(f) = func_of(m, "get_bytecode") {
+            let _ = f.call(&[]);
+        }
+        if let Ok(bytes) = m.node().save_to_binary() {
+            let _ = bytes.len();
+        }
+    });
+    // The framing: the same payload behind its length prefix.
+    let mut framed = (data.len() as u64).to_le_bytes().to_vec();
+    framed.extend_from_slice(data);
+    assert_eq!(blob::frame(&framed).ok(), Some(data));
+}
+
+/// One blob entry of type `key` whose data is `data` (what a model library holds for a device
+/// or executable module), loaded through the blob loader.
+fn load_entry(key: &str, data: &[u8]) -> Result<Module> {
+    let mut payload = Writer::default();
+    payload.u64(1);
+    payload.str_bytes(key.as_bytes());
+    payload.bytes(data);
+    let tree = blob::process(&payload.buf, &any_kernel)?;
+    let m = tree.root.imports().into_iter().next();
+    Ok(m.unwrap_or_else(|| panic!("the {key} entry made no module")))
+}
+
+/// `params`: a params file through `runtime.LoadParams` (what `load_params` and
+/// `tvm.runtime.load_param_dict` call), then written back and read again.
+pub fn params(data: &[u8]) {
+    let via_global = global("runtime.LoadParams").call(&[Value::bytes(data.to_vec())]);
+    let direct = load_params(data);
+    assert_eq!(via_global.is_ok(), direct.is_ok(), "runtime.LoadParams and load_params disagree");
+    let Ok(arrays) = direct else { return };
+    let saved = save_params(&arrays).expect("saving loaded params");
+    let again = load_params(&saved).expect("reading saved params");
+    assert_eq!(arrays.len(), again.len());
+    for ((n1, a1), (n2, a2)) in arrays.iter().zip(&again) {
+        assert_eq!(n1, n2);
+        same_array(a1, a2);
+    }
+    assert_eq!(save_params(&again).expect("saving again"), saved);
+    let _ = tvm_runtime::ndarray::serialize::load_param_names(data).expect("names of loadable params");
+}
+
+fn same_array(a: &NDArray, b: &NDArray) {
+    assert_eq!(a.shape(), b.shape());
+    assert_eq!(a.dtype(), b.dtype());
+    assert_eq!(a.to_bytes().expect("bytes"), b.to_bytes().expect("bytes"));
+}
+
+/// `ndarray_record`: one NDArray record (the unit of params files, factory payloads and VM
+/// constants), then written back and read again.
+pub fn ndarray_record(data: &[u8]) {
+    let mut r = Reader::new(data, "NDArray record");
+    let Ok(a) = load_ndarray(&mut r) else { return };
+    let mut w = Writer::default();
+    save_ndarray(&mut w, &a).expect("saving a loaded array");
+    let b = load_ndarray(&mut Reader::new(&w.buf, "NDArray record")).expect("reading a saved array");
+    same_array(&a, &b);
+}
+
+/// The bytes the graph's entries need (saturating; entries whose size cannot be computed count 0).
+fn graph_bytes(g: &Graph) -> usize {
+    g.shape
+        .iter()
+        .zip(&g.dltype)
+        .map(|(s, &t)| device::shape_bytes(s, t).unwrap_or(0))
+        .fold(0usize, usize::saturating_add)
+}
+
+/// `graph_json`: a graph JSON text through `tvm.graph_executor.create` with a code module that
+/// has every kernel, then every input set, the graph run and every output read.
+pub fn graph_json(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(g) = Graph::parse(text) else { return };
+    let bytes = graph_bytes(&g);
+    if bytes > GRAPH_CREATE_CAP {
+        return;
+    }
+    let created = global("tvm.graph_executor.create").call(&[
+        Value::str(text),
+        Value::Module(any_kernel()),
+        Value::Int(1),
+        Value::Int(0),
+    ]);
+    let Ok(Value::Module(m)) = created else { return };
+    let call = |name: &str, args: &[Value]| -> Result<Value> {
+        func_of(&m, name).unwrap_or_else(|| panic!("graph executor lacks {name}")).call(args)
+    };
+    let count = |name: &str| match call(name, &[]) {
+        Ok(Value::Int(n)) => usize::try_from(n).expect("a count"),
+        other => panic!("{name} returned {other:?}"),
+    };
+    let (n_in, n_out) = (count("get_num_inputs"), count("get_num_outputs"));
+    for i in 0..n_in {
+        // Graphs may use data types that TVMArrayAlloc refuses (as in TVM): no input array then.
+        if let Ok(Value::NDArray(a)) = call("get_input", &[Value::Int(i as i64)]) {
+            if let Ok(copy) = NDArray::empty(a.shape(), a.dtype(), CPU0) {
+                call("set_input", &[Value::Int(i as i64), Value::NDArray(copy)]).expect("set_input of its own shape");
+            }
+        }
+    }
+    if bytes <= GRAPH_RUN_CAP {
+        call("run", &[]).expect("running a graph of kernels that cannot fail");
+    }
+    for i in 0..n_out {
+        let _ = call("get_output", &[Value::Int(i as i64)]);
+    }
+    assert!(call("get_output", &[Value::Int(n_out as i64)]).is_err());
+}
+
+/// `opencl_payload`: the blob entry of an `opencl` module (format, function map, source),
+/// through `runtime.module.loadbinary_opencl`, then saved and loaded again. The driver is
+/// not touched.
+pub fn opencl_payload(data: &[u8]) {
+    device_payload("opencl", data);
+}
+
+/// `cuda_payload`: the blob entry of a `cuda` module (format, function map, PTX/cubin/fatbin
+/// image) through `runtime.module.loadbinary_cuda`, saved and loaded again; the image's
+/// architectures read as a GPU load reads them, and each kernel's signature checked.
+pub fn cuda_payload(data: &[u8]) {
+    device_payload("cuda", data);
+    if let Ok((_, fmap, image)) = tvm_runtime::device::kernel::read_payload(&mut Reader::new(data, "cuda")) {
+        let _ = tvm_runtime::device::cuda::module::image_archs(&image);
+        let _ = tvm_runtime::device::cuda::module::arch_mismatch(&image, 70, "7.0");
+        for (name, info) in &fmap {
+            let _ = tvm_runtime::device::kernel::KernelSig::new(name, info);
+        }
+    }
+}
+
+fn device_payload(key: &str, data: &[u8]) {
+    let Ok(m) = load_entry(key, data) else { return };
+    assert_eq!(m.type_key(), key);
+    let saved = m.node().save_to_binary().expect("saving a loaded device module");
+    let again = load_entry(key, &saved).expect("loading a saved device module");
+    assert_eq!(again.node().save_to_binary().expect("saving again"), saved);
+}
+
+/// `kernel_meta`: a `.tvm_meta.json` side file (kernel names, argument types, launch tags), each
+/// kernel's signature and launch tags checked as a launch checks them, then written back and
+/// read again.
+pub fn kernel_meta(data: &[u8]) {
+    use tvm_runtime::device::kernel;
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(m) = kernel::parse_meta_json(text) else { return };
+    for (name, info) in &m {
+        let _ = kernel::KernelSig::new(name, info);
+    }
+    // Formatting normalises (a `handle` of any width prints as `handle`, as in TVM), so the
+    // text must be a fixed point after one round.
+    let once = kernel::meta_json(&m).expect("formatting parsed metadata");
+    let m1 = kernel::parse_meta_json(&once).expect("reading formatted metadata");
+    let twice = kernel::meta_json(&m1).expect("formatting again");
+    assert_eq!(once, twice);
+    assert_eq!(m1.keys().collect::<Vec<_>>(), m.keys().collect::<Vec<_>>());
+}
+
+/// `vm_executable`: the bytes of `exe.save()` through `runtime.Load_Executable` with a kernel
+/// library that has every primitive, the executable's functions that read it, a VM made from
+/// it (primitives resolved, devices initialised), then saved and loaded again byte for byte.
+pub fn vm_executable(data: &[u8]) {
+    let load = global("runtime.Load_Executable");
+    let Ok(Value::Module(exe)) = load.call(&[Value::bytes(data.to_vec()), Value::Module(any_kernel())]) else {
+        return;
+    };
+    for name in ["get_bytecode", "get_constants", "get_stats"] {
+        let f = func_of(&exe, name).unwrap_or_else(|| panic!("executable lacks {name}"));
+        assert!(matches!(f.call(&[]), Ok(Value::Str(_))), "{name} of a loaded executable");
+    }
+    if let Ok(Value::Int(n)) = global("runtime.GetNumOfGlobals").call(&[Value::Module(exe.clone())]) {
+        for i in 0..n.min(64) {
+            if let Ok(Value::Str(g)) =
+                global("runtime.GetGlobalFields").call(&[Value::Module(exe.clone()), Value::Int(i)])
+            {
+                let arity = func_of(&exe, "get_function_arity").expect("get_function_arity");
+                if let Ok(Value::Int(k)) = arity.call(&[Value::str(g.as_str())]) {
+                    let pname = func_of(&exe, "get_function_param_name").expect("get_function_param_name");
+                    for j in 0..k.min(64) {
+                        let _ = pname.call(&[Value::str(g.as_str()), Value::Int(j)]);
+                    }
+                }
+            }
+        }
+    }
+    if let Ok(Value::Module(vm)) = global("runtime._VirtualMachine").call(&[Value::Module(exe.clone())]) {
+        if let Some(init) = func_of(&vm, "init") {
+            let _ = init.call(&[Value::Int(1), Value::Int(0), Value::Int(1)]);
+        }
+    }
+    let save = func_of(&exe, "save").expect("executable lacks save");
+    let Ok(Value::Bytes(saved)) = save.call(&[]) else { panic!("save of a loaded executable failed") };
+    let Ok(Value::Module(again)) = load.call(&[Value::bytes(saved.to_vec()), Value::Module(any_kernel())]) else {
+        panic!("a saved executable does not load again")
+    };
+    let Ok(Value::Bytes(resaved)) = func_of(&again, "save").expect("save").call(&[]) else { panic!("save again") };
+    assert_eq!(resaved, saved, "save(load(save(x))) differs from save(x)");
+}
