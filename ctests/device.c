@@ -14,7 +14,7 @@ int main(void) {
   ERR_HAS(TVMSynchronize(64, 0, NULL), "unknown type =64");
   ERR_HAS(TVMSynchronize(-3, 0, NULL), "unknown type =-3");
   ERR_HAS(TVMSynchronize(kDLMetal, 0, NULL), "Device API metal is not enabled");
-  ERR_HAS(TVMStreamCreate(200, 0, &s), "Device API rpc is not enabled");
+  ERR_HAS(TVMStreamCreate(200, 0, &s), "RPC session 0 is closed or does not exist"); /* no session 0 */
 
   DLDevice cpu = {kDLCPU, 0};
   DLDataType f32 = {kDLFloat, 32, 1};

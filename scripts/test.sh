@@ -39,6 +39,9 @@ out=$(./scripts/demo.sh)
 echo "$out"
 grep -q "output \[1, 3\]: 4.85 2.3 10.55" <<<"$out"
 
+./scripts/test-cli.sh  # tvmrt and the safe Rust API: tests, examples, the README's tvmrt commands
+./scripts/test-rpc.sh
+
 echo "== python ctypes FFI test"
 python3 -m pytest -q tests/python
 

@@ -26,6 +26,14 @@ pub enum Repr {
     Raw(String),
     /// A callback returned -2: a frontend error is pending and the slot must not be touched.
     AlreadySet,
+    /// An exception raised by a Python callback (`TVMAPISetLastPythonError`, TVM v0.14+): the
+    /// object travels with the error back to the Python caller (`TVMGetLastPythonError`).
+    Python {
+        /// The exception object.
+        obj: crate::backend_env::PyObject,
+        /// What `TVMGetLastError` says meanwhile.
+        msg: String,
+    },
 }
 
 impl Error {
@@ -86,9 +94,16 @@ impl Error {
         Error(Box::new(Repr::Raw(msg)))
     }
 
+    /// A Python exception object travelling back to its caller.
+    #[cold]
+    pub fn python(obj: crate::backend_env::PyObject) -> Self {
+        Error(Box::new(Repr::Python { obj, msg: PYTHON_ERROR_TEXT.to_owned() }))
+    }
+
     /// Prepends context to the message, keeping the kind (used for "while loading X: ...").
     pub fn context(self, ctx: impl fmt::Display) -> Self {
         match *self.0 {
+            Repr::Python { obj, msg } => Error(Box::new(Repr::Python { obj, msg: format!("{ctx}: {msg}") })),
             Repr::Kind { kind, msg } => Error::with_kind(kind, format!("{ctx}: {msg}")),
             Repr::Raw(m) => {
                 let (kind, rest) = split_kind(&m);
@@ -123,6 +138,7 @@ impl fmt::Display for Error {
                 write!(f, "{kind}: {rest}")
             }
             Repr::AlreadySet => f.write_str("TVMError: a frontend error is pending"),
+            Repr::Python { msg, .. } => f.write_str(msg),
         }
     }
 }
@@ -150,22 +166,89 @@ pub fn panic_payload_text(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "unknown panic".to_owned())
 }
 
-thread_local! {
-    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+/// What `TVMGetLastError` reports while a Python exception is the last error (TVM returns NULL
+/// there; its Python reads `TVMGetLastPythonError` first).
+pub const PYTHON_ERROR_TEXT: &str =
+    "TVMError: a Python callback raised an exception (TVMGetLastPythonError returns it)";
+
+/// The Python exception of the last error, if it is one. Its destructor leaks the object
+/// rather than calling into an interpreter that may be gone when the thread exits.
+struct PySlot(Option<crate::backend_env::PyObject>);
+
+impl Drop for PySlot {
+    fn drop(&mut self) {
+        if let Some(o) = self.0.take() {
+            o.leak();
+        }
+    }
 }
 
-/// Stores `msg` in this thread's last-error slot (interior NULs are cut off there).
-pub fn set_last_error(msg: &str) {
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+    static LAST_PY_ERROR: RefCell<PySlot> = const { RefCell::new(PySlot(None)) };
+}
+
+fn set_text(msg: &str) {
     let bytes = msg.as_bytes();
     let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
     let c = CString::new(&bytes[..end]).unwrap_or_default();
     LAST_ERROR.with(|slot| *slot.borrow_mut() = c);
 }
 
-/// Stores an error in this thread's last-error slot (nothing for [`Error::AlreadySet`]).
+/// Replaces the Python exception of the last error (dropping the old one outside the borrow).
+fn set_python(obj: Option<crate::backend_env::PyObject>) {
+    let old = LAST_PY_ERROR.with(|slot| std::mem::replace(&mut slot.borrow_mut().0, obj));
+    drop(old);
+}
+
+/// Stores `msg` in this thread's last-error slot (interior NULs are cut off there); a pending
+/// Python exception is forgotten, as a new error replaces it in TVM.
+pub fn set_last_error(msg: &str) {
+    set_python(None);
+    set_text(msg);
+}
+
+/// Stores an error in this thread's last-error slot (nothing for [`Error::AlreadySet`]); a
+/// Python exception goes to the Python slot, where `TVMGetLastPythonError` finds it.
 pub fn set_last(err: &Error) {
-    if !err.is_already_set() {
-        set_last_error(&err.to_string());
+    match err.repr() {
+        Repr::AlreadySet => {}
+        Repr::Python { obj, msg } => {
+            set_python(Some(obj.clone()));
+            set_text(msg);
+        }
+        _ => set_last_error(&err.to_string()),
+    }
+}
+
+/// `TVMAPISetLastPythonError`: the last error becomes `obj` (already retained).
+pub fn set_last_python_error(obj: crate::backend_env::PyObject) {
+    set_python(Some(obj));
+    set_text(PYTHON_ERROR_TEXT);
+}
+
+/// `TVMGetLastPythonError`: the `PyObject*` of the last error (borrowed), or NULL.
+pub fn last_python_error_ptr() -> *mut std::ffi::c_void {
+    LAST_PY_ERROR.with(|slot| slot.borrow().0.as_ref().map_or(std::ptr::null_mut(), |o| o.as_ptr()))
+}
+
+/// `TVMDropLastPythonError`: forgets a pending Python exception (the last error becomes "").
+pub fn drop_last_python_error() {
+    if LAST_PY_ERROR.with(|slot| slot.borrow().0.is_some()) {
+        set_last_error("");
+    }
+}
+
+/// The error a C callback or generated function reported by returning `ret != 0`: -2 is
+/// "already set"; otherwise the pending Python exception (taken out of the slot, so that it
+/// travels with the error) or the last error's text.
+pub fn foreign_error(ret: std::ffi::c_int) -> Error {
+    if ret == -2 {
+        return Error::already_set();
+    }
+    match LAST_PY_ERROR.with(|slot| slot.borrow_mut().0.take()) {
+        Some(obj) => Error::python(obj),
+        None => Error::from_foreign(last_error_message()),
     }
 }
 

@@ -4,7 +4,7 @@
 //! the callable); `TVMFuncFree` drops the box. C callbacks made with `TVMFuncCreateFromCFunc`
 //! become [`PackedFunc`]s whose captured state runs the C finalizer once, when the last copy goes.
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::value::{Args, ArgsBuf, Value};
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
@@ -123,8 +123,7 @@ impl CResource {
         let rc = unsafe { (self.func)(values, codes, n, ret_ptr, self.resource) };
         match rc {
             0 => Ok(()),
-            -2 => Err(Error::already_set()),
-            _ => Err(Error::from_foreign(crate::error::last_error_message())),
+            _ => Err(crate::error::foreign_error(rc)),
         }
     }
 }

@@ -6,7 +6,9 @@
 //! [`device`], [`threading`]), which never imports `ffi`.
 
 pub mod abi;
+pub mod aot;
 pub mod backend_env;
+pub mod compat;
 pub mod contrib;
 pub mod device;
 pub mod error;
@@ -19,6 +21,7 @@ pub mod module;
 pub mod ndarray;
 pub mod object;
 pub mod registry;
+pub mod rpc;
 pub mod threading;
 pub mod value;
 pub mod vm;

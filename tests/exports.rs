@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-const HEADER_FUNCTIONS: [&str; 47] = [
+const HEADER_FUNCTIONS: [&str; 52] = [
     "TVMAPISetLastError",
     "TVMGetLastError",
     "TVMModLoadFromFile",
@@ -53,6 +53,12 @@ const HEADER_FUNCTIONS: [&str; 47] = [
     "TVMBackendParallelLaunch",
     "TVMBackendParallelBarrier",
     "TVMBackendRunOnce",
+    // Added to c_runtime_api.h by TVM v0.14 (called by the Python packages of v0.14..v0.19).
+    "TVMAPISetLastPythonError",
+    "TVMGetLastPythonError",
+    "TVMDropLastPythonError",
+    "TVMGetLastBacktrace",
+    "TVMThrowLastError",
 ];
 
 const EXTRA: [&str; 3] = ["TVMArrayGetTypeIndex", "__gnu_f2h_ieee", "__gnu_h2f_ieee"];

@@ -54,7 +54,7 @@ pub fn device_name(device_type: i32) -> Result<&'static str> {
         14 => "hexagon",
         15 => "webgpu",
         t if t >= RPC_SESS_MASK => "rpc",
-        t => return Err(Error::tvm(format!("unknown type ={t}"))),
+        t => return Err(Error::tvm(format!("unknown type ={t}{}", crate::compat::sniff::device_type_note(t)))),
     })
 }
 
@@ -205,13 +205,17 @@ pub fn get_api(device_type: i32, allow_missing: bool) -> Result<Option<&'static 
         CPU => Some(&cpu::CPU_API),
         OPENCL => Some(&opencl::api::OPENCL_API),
         CUDA | CUDA_HOST => Some(&cuda::api::CUDA_API),
+        t if t >= RPC_SESS_MASK => Some(crate::rpc::device_api()),
         t if (0..16).contains(&t) => INSTALLED[t as usize].get().copied(),
         _ => None,
     };
     match api {
         Some(a) => Ok(Some(a)),
         None if allow_missing => Ok(None),
-        None => Err(Error::tvm(format!("Device API {name} is not enabled."))),
+        None => Err(Error::tvm(format!(
+            "Device API {name} is not enabled{}.",
+            crate::compat::sniff::device_type_note(device_type)
+        ))),
     }
 }
 
@@ -284,12 +288,16 @@ mod tests {
         assert_eq!(device_name(1).unwrap(), "cpu");
         assert_eq!(device_name(130).unwrap(), "rpc");
         for bad in [0, 11, 13, 16, 64, 127, -1] {
-            assert_eq!(device_name(bad).unwrap_err().to_string(), format!("TVMError: unknown type ={bad}"));
+            // Numbers that v0.9 renumbered also say what they meant in each release.
+            assert!(device_name(bad).unwrap_err().to_string().starts_with(&format!("TVMError: unknown type ={bad}")));
         }
         assert!(get_api(1, false).unwrap().is_some());
         assert!(get_api(7, true).unwrap().is_none());
         let e = get_api(7, false).err().unwrap().to_string();
         assert_eq!(e, "TVMError: Device API vulkan is not enabled.");
-        assert!(get_api(200, false).err().unwrap().to_string().contains("Device API rpc"));
+        // RPC devices go to the RPC device API, which needs a live session.
+        let rpc = get_api(200, false).unwrap().unwrap();
+        let e = rpc.set_device(device_of(200, 0)).unwrap_err().to_string();
+        assert!(e.contains("RPC session 0 is closed or does not exist"), "{e}");
     }
 }

@@ -5,73 +5,189 @@ use crate::abi::DLDevice;
 use crate::device;
 use crate::error::{Error, Result};
 use crate::function::PackedFunc;
+use crate::ndarray::NDArray;
 use crate::registry::{self, Registrar};
 use crate::value::{code, Args, Value};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Instant;
 
+/// The measurement settings of `runtime.RPCTimeEvaluator`. Releases added settings over time;
+/// a caller of an older release gets that release's behaviour for the ones it does not pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimerConfig {
+    /// Calls per measurement (grown to reach `min_repeat_ms`).
+    pub number: i64,
+    /// Measurements.
+    pub repeat: i64,
+    /// Minimum duration of one measurement.
+    pub min_repeat_ms: i64,
+    /// Give up growing `number` after this many measurements of exactly zero (v0.10+; v0.8 and
+    /// v0.9 never give up).
+    pub limit_zero_time_iterations: i64,
+    /// Sleep between measurements (v0.9+).
+    pub cooldown_interval_ms: i64,
+    /// Sleep after every this many measurements (v0.9+).
+    pub repeats_to_cooldown: i64,
+    /// Bytes copied between two scratch arrays before each measurement, to flush caches
+    /// (v0.14+).
+    pub cache_flush_bytes: i64,
+}
+
+impl TimerConfig {
+    /// Decodes the settings from arguments 4.. of `runtime.RPCTimeEvaluator`, whose count tells
+    /// the release of the caller: 8 (v0.8: number, repeat, min_repeat_ms, f_preproc), 10 (v0.9:
+    /// also cooldown_interval_ms, repeats_to_cooldown), 11 (v0.10..v0.13: also
+    /// limit_zero_time_iterations before them), 12 (v0.14..v0.19: also cache_flush_bytes).
+    /// Returns the settings and the index of `f_preproc`.
+    pub fn from_args(a: &Args<'_>) -> Result<(TimerConfig, usize)> {
+        let mut c = TimerConfig {
+            number: a.i64(4)?,
+            repeat: a.i64(5)?,
+            min_repeat_ms: a.i64(6)?,
+            limit_zero_time_iterations: i64::MAX,
+            cooldown_interval_ms: 0,
+            repeats_to_cooldown: 1,
+            cache_flush_bytes: 0,
+        };
+        let preproc = match a.len() {
+            8 => 7,
+            10 => {
+                (c.cooldown_interval_ms, c.repeats_to_cooldown) = (a.i64(7)?, a.i64(8)?);
+                9
+            }
+            11 | 12 => {
+                c.limit_zero_time_iterations = a.i64(7)?;
+                (c.cooldown_interval_ms, c.repeats_to_cooldown) = (a.i64(8)?, a.i64(9)?);
+                if a.len() == 12 {
+                    c.cache_flush_bytes = a.i64(10)?;
+                }
+                a.len() - 1
+            }
+            n => {
+                return Err(Error::tvm(format!(
+                    "Function runtime.RPCTimeEvaluator expects 8 (TVM v0.8), 10 (v0.9), 11 (v0.10-v0.13) or 12 \
+                     (v0.14-v0.19) arguments, but {n} were provided."
+                )))
+            }
+        };
+        if c.repeats_to_cooldown <= 0 {
+            return Err(Error::value(format!("repeats_to_cooldown must be positive, got {}", c.repeats_to_cooldown)));
+        }
+        if c.cache_flush_bytes < 0 || c.cooldown_interval_ms < 0 {
+            return Err(Error::value("cache_flush_bytes and cooldown_interval_ms must not be negative"));
+        }
+        Ok((c, preproc))
+    }
+}
+
+/// The measurement loop of TVM's time evaluator: `cfg.repeat` measurements of `number` calls of
+/// `call` each (`number` grows until a measurement lasts `cfg.min_repeat_ms`, and stays grown),
+/// with `sync` around each; `before_repeat` runs ahead of each measurement (the preprocessing
+/// function) and `before_attempt` ahead of each try at it (the cache flush). Returns the
+/// seconds per call of each measurement as native-endian f64 bytes.
+pub fn measure(
+    cfg: &TimerConfig,
+    number: &AtomicI64,
+    sync: &dyn Fn() -> Result<()>,
+    before_repeat: &mut dyn FnMut() -> Result<()>,
+    before_attempt: &mut dyn FnMut() -> Result<()>,
+    call: &mut dyn FnMut() -> Result<()>,
+) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(cfg.repeat.max(0) as usize * 8);
+    for i in 0..cfg.repeat.max(0) {
+        let mut duration_ms = 0.0f64;
+        let mut zero_times = 0i64;
+        let mut n = number.load(Ordering::Relaxed).max(1);
+        before_repeat()?;
+        loop {
+            if duration_ms > 0.0 {
+                n = (cfg.min_repeat_ms as f64 / (duration_ms / n as f64) + 1.0).max(n as f64 * 1.618) as i64;
+                number.store(n, Ordering::Relaxed);
+            }
+            before_attempt()?;
+            sync()?;
+            let t0 = Instant::now();
+            for _ in 0..n {
+                call()?;
+            }
+            sync()?;
+            let nanos = t0.elapsed().as_nanos();
+            if nanos == 0 {
+                zero_times += 1;
+            }
+            duration_ms = nanos as f64 / 1e6;
+            if duration_ms >= cfg.min_repeat_ms as f64 || zero_times >= cfg.limit_zero_time_iterations {
+                break;
+            }
+        }
+        out.extend_from_slice(&(duration_ms / 1e3 / n as f64).to_ne_bytes());
+        if cfg.cooldown_interval_ms > 0 && i % cfg.repeats_to_cooldown == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(cfg.cooldown_interval_ms as u64));
+        }
+    }
+    Ok(out)
+}
+
+/// Synchronises `dev`'s default stream (nothing to do on the CPU).
+pub fn sync_device(dev: DLDevice) -> Result<()> {
+    if dev.device_type != device::CPU {
+        device::api(dev.device_type)?.stream_sync(dev, std::ptr::null_mut())?;
+    }
+    Ok(())
+}
+
 /// Measures `pf` as TVM's time evaluator does; returns `repeat` f64 seconds-per-call values.
+/// `number` is shared by the calls of one evaluator (TVM grows it once and keeps it).
 pub fn evaluate(
     pf: &PackedFunc,
     args: &Args<'_>,
     dev: DLDevice,
     number: &AtomicI64,
-    repeat: i64,
-    min_repeat_ms: i64,
+    cfg: &TimerConfig,
     preproc: Option<&PackedFunc>,
 ) -> Result<Vec<u8>> {
-    let sync = || -> Result<()> {
-        if dev.device_type != device::CPU {
-            device::api(dev.device_type)?.stream_sync(dev, std::ptr::null_mut())?;
-        }
-        Ok(())
-    };
     let mut ret = Value::Null;
     pf.call_args(args, &mut ret)?;
+    // Two scratch arrays on the device, copied into each other to push the data out of caches.
+    let flush = if cfg.cache_flush_bytes > 0 {
+        let n = cfg.cache_flush_bytes / 4;
+        let i32_t = crate::value::dtype::dtype(0, 32, 1);
+        Some((NDArray::empty(&[n], i32_t, dev)?, NDArray::empty(&[n], i32_t, dev)?))
+    } else {
+        None
+    };
     device::api(dev.device_type)?.stream_sync(dev, std::ptr::null_mut())?;
-    let mut out = Vec::with_capacity(repeat.max(0) as usize * 8);
-    for _ in 0..repeat.max(0) {
-        if let Some(p) = preproc {
-            p.call_args(args, &mut ret)?;
+    let mut scratch = Value::Null;
+    let mut preprocess = || -> Result<()> {
+        match preproc {
+            Some(p) => p.call_args(args, &mut scratch),
+            None => Ok(()),
         }
-        let mut duration_ms = 0.0f64;
-        let mut n = number.load(Ordering::Relaxed).max(1);
-        loop {
-            if duration_ms > 0.0 {
-                n = (min_repeat_ms as f64 / (duration_ms / n as f64) + 1.0).max(n as f64 * 1.618) as i64;
-                number.store(n, Ordering::Relaxed);
-            }
-            sync()?;
-            let t0 = Instant::now();
-            for _ in 0..n {
-                pf.call_args(args, &mut ret)?;
-            }
-            sync()?;
-            duration_ms = t0.elapsed().as_nanos() as f64 / 1e6;
-            if duration_ms >= min_repeat_ms as f64 {
-                break;
-            }
+    };
+    let mut flush_caches = || -> Result<()> {
+        match &flush {
+            Some((a, b)) => crate::ndarray::copy_tensor(b.tensor(), a.tensor(), std::ptr::null_mut()),
+            None => Ok(()),
         }
-        out.extend_from_slice(&(duration_ms / 1e3 / n as f64).to_ne_bytes());
-    }
-    Ok(out)
+    };
+    measure(cfg, number, &|| sync_device(dev), &mut preprocess, &mut flush_caches, &mut || pf.call_args(args, &mut ret))
 }
 
 fn time_evaluator(a: &Args<'_>) -> Result<Value> {
-    a.expect_len("runtime.RPCTimeEvaluator", 8)?;
+    let (cfg, preproc_at) = TimerConfig::from_args(a)?;
     let name = a.string(1)?;
     let dev = DLDevice { device_type: a.i32(2)?, device_id: a.i32(3)? };
-    let number = a.i64(4)?;
-    let repeat = a.i64(5)?;
-    let min_repeat_ms = a.i64(6)?;
-    let preproc_name = a.string(7)?;
-    if dev.device_type == 13 {
+    let preproc_name = a.string(preproc_at)?;
+    if dev.device_type == 13 || dev.device_type == 35 {
+        // kDLMicroDev: 13 in v0.8, 35 from v0.9 on.
         return Err(Error::tvm("micro backend not enabled"));
     }
     let pf = match a.module(0)? {
-        Some(m) if m.type_key() == "rpc" => return Err(Error::unsupported("RPC time evaluation")),
+        // The remote side gets the caller's settings as given (its release is the caller's).
+        Some(m) if m.type_key() == "rpc" => return crate::rpc::remote_time_evaluator(&m, &name, dev, &a.slice_from(4)),
+        // Imports are searched, as from v0.9 on (v0.8 looked at the module itself only).
         Some(m) => m
-            .get_function(&name, false)?
+            .get_function(&name, true)?
             .ok_or_else(|| Error::value(format!("Cannot find {name} in the global registry")))?,
         None => {
             registry::get(&name).ok_or_else(|| Error::value(format!("Cannot find {name} in the global function")))?
@@ -86,9 +202,9 @@ fn time_evaluator(a: &Args<'_>) -> Result<Value> {
         )
     };
     device::api(dev.device_type)?;
-    let number = AtomicI64::new(number);
+    let number = AtomicI64::new(cfg.number);
     Ok(Value::func(PackedFunc::from_fn(move |args| {
-        let blob = evaluate(&pf, args, dev, &number, repeat, min_repeat_ms, preproc.as_ref())?;
+        let blob = evaluate(&pf, args, dev, &number, &cfg, preproc.as_ref())?;
         Ok(Value::bytes(blob))
     })))
 }

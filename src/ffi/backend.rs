@@ -4,7 +4,6 @@ use super::guard::{guard, guard_ptr};
 use super::handle::{self, cstr, out};
 use super::runtime_api::TVMFunctionHandle;
 use crate::abi::DLDevice;
-use crate::error::Error;
 use crate::module::{self, system_lib};
 use crate::object::ObjectRef;
 use crate::threading::{self, FTVMParallelLambda, TVMParallelGroupEnv};
@@ -92,19 +91,17 @@ pub unsafe extern "C" fn TVMBackendFreeWorkspace(device_type: c_int, device_id: 
     })
 }
 
-/// Registers a frontend callback; only `PyErr_CheckSignals` is known.
+/// Registers a frontend function: `PyErr_CheckSignals` (TVM v0.8), and `Py_IncRef`,
+/// `Py_DecRef`, `PyGILState_Ensure`, `PyGILState_Release` (TVM v0.14+, for holding Python
+/// exceptions).
 /// # Safety
-/// `name` is NUL-terminated; `ptr` is an `int (*)(void)` callback.
+/// `name` is NUL-terminated; `ptr` is the named Python C-API function.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn TVMBackendRegisterEnvCAPI(name: *const c_char, ptr: *mut c_void) -> c_int {
     guard(|| {
         // SAFETY: per contract.
         let name = unsafe { cstr(name, "name")? };
-        if name != "PyErr_CheckSignals" {
-            return Err(Error::value(format!("Unknown env API {name}")));
-        }
-        backend_env::set_check_signals(ptr);
-        Ok(())
+        backend_env::register(name, ptr)
     })
 }
 

@@ -7,6 +7,7 @@
 
 pub mod backend;
 pub mod device;
+pub mod error_api;
 pub mod f16;
 pub mod guard;
 pub mod handle;

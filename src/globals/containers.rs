@@ -46,6 +46,8 @@ pub(super) fn register(r: &mut Registrar<'_>) {
         let items = (0..a.len())
             .map(|i| match a.code(i)? {
                 code::OBJECT | code::RVALUE_REF | code::MODULE | code::NDARRAY | code::NULL => a.object(i),
+                // A string element becomes a String, as TVM v0.9+ converts it (v0.8 refused it).
+                code::STR | code::BYTES => Ok(Some(StringObj::new_object(&a.bytes(i)?))),
                 c => Err(Error::type_error(format!("Array elements must be objects, got {}", code_name(c)))),
             })
             .collect::<Result<Vec<_>>>()?;
@@ -68,8 +70,12 @@ pub(super) fn register(r: &mut Registrar<'_>) {
         if a.len() % 2 != 0 {
             return Err(Error::value(format!("runtime.Map expects an even number of arguments, got {}", a.len())));
         }
+        let value = |i: usize| match a.code(i)? {
+            code::STR | code::BYTES => Ok(Some(StringObj::new_object(&a.bytes(i)?))),
+            _ => a.object(i),
+        };
         let pairs =
-            (0..a.len() / 2).map(|k| Ok((key_arg(a, 2 * k)?, a.object(2 * k + 1)?))).collect::<Result<Vec<_>>>()?;
+            (0..a.len() / 2).map(|k| Ok((key_arg(a, 2 * k)?, value(2 * k + 1)?))).collect::<Result<Vec<_>>>()?;
         Ok(Value::Object(MapObj::new_object(pairs)))
     });
     r.func("runtime.MapSize", |a| {

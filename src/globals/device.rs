@@ -74,20 +74,38 @@ pub(super) fn register(r: &mut Registrar<'_>) {
         };
         Ok(Value::Int(rc))
     });
+    // Two forms: v0.8's (shape pointer, ndim, dtype, device, scope) and, from v0.9 on,
+    // (ShapeTuple, dtype, device, scope), told apart by the argument count.
     r.func("runtime.TVMArrayAllocWithScope", |a| {
-        a.expect_len("runtime.TVMArrayAllocWithScope", 5)?;
-        let shape_ptr = a.handle(0)?.cast::<i64>();
-        let ndim = usize::try_from(a.i64(1)?).map_err(|_| Error::value("negative ndim"))?;
-        // SAFETY: the caller passes the address of `ndim` int64 extents (Python passes a numpy
-        // buffer's address), per the global's contract.
-        let shape = unsafe { crate::value::slice_from_raw(shape_ptr, ndim)? };
-        let dtype = a.dtype(2)?;
-        let dev = a.device(3)?;
-        let scope = match a.code(4)? {
-            code::NULL => None,
-            _ => Some(a.string(4)?),
+        let (shape, rest): (Vec<i64>, usize) = match a.len() {
+            5 => {
+                let shape_ptr = a.handle(0)?.cast::<i64>();
+                let ndim = usize::try_from(a.i64(1)?).map_err(|_| Error::value("negative ndim"))?;
+                // SAFETY: the caller passes the address of `ndim` int64 extents (Python passes a
+                // numpy buffer's address), per the global's contract.
+                (unsafe { crate::value::slice_from_raw(shape_ptr, ndim)? }.to_vec(), 2)
+            }
+            4 => {
+                let o = a.object_of(0, crate::object::index::SHAPE_TUPLE, "runtime.ShapeTuple")?;
+                let t = o
+                    .downcast::<crate::object::ShapeTupleObj>()
+                    .ok_or_else(|| Error::type_error("expected ShapeTuple"))?;
+                (t.dims().to_vec(), 1)
+            }
+            n => {
+                return Err(Error::tvm(format!(
+                    "Function runtime.TVMArrayAllocWithScope expects 4 arguments (ShapeTuple, dtype, device, scope; \
+                     TVM v0.9+) or 5 (shape pointer, ndim, dtype, device, scope; TVM v0.8), but {n} were provided."
+                )))
+            }
         };
-        Ok(Value::NDArray(NDArray::empty_scoped(shape, dtype, dev, scope.as_deref())?))
+        let dtype = a.dtype(rest)?;
+        let dev = a.device(rest + 1)?;
+        let scope = match a.code(rest + 2)? {
+            code::NULL => None,
+            _ => Some(a.string(rest + 2)?),
+        };
+        Ok(Value::NDArray(NDArray::empty_scoped(&shape, dtype, dev, scope.as_deref())?))
     });
 }
 

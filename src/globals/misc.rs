@@ -11,33 +11,41 @@ fn module_arg(a: &Args<'_>, i: usize) -> Result<Module> {
     a.module(i)?.ok_or_else(|| Error::value(format!("argument {i}: expected a module, got None")))
 }
 
+/// A `Map<String, NDArray>` argument as named arrays (in the map's order).
+pub(crate) fn params_arg(a: &Args<'_>, i: usize, func: &str) -> Result<Vec<(String, crate::ndarray::NDArray)>> {
+    let o = a.object_of(i, index::MAP, "Map")?;
+    let m = o.downcast::<MapObj>().ok_or_else(|| Error::type_error("expected Map"))?;
+    m.entries
+        .values()
+        .map(|(k, v)| {
+            let name = k
+                .downcast::<StringObj>()
+                .map(StringObj::to_string_lossy)
+                .ok_or_else(|| Error::type_error(format!("{func}: keys must be strings")))?;
+            let arr = v
+                .clone()
+                .and_then(crate::ndarray::NDArray::from_object)
+                .ok_or_else(|| Error::type_error(format!("{func}: value of {name} is not an NDArray")))?;
+            Ok((name, arr))
+        })
+        .collect()
+}
+
+/// Named arrays as a `Map<String, NDArray>`.
+pub(crate) fn params_map(params: Vec<(String, crate::ndarray::NDArray)>) -> Value {
+    let pairs =
+        params.into_iter().map(|(n, arr)| (StringObj::new_object(n.as_bytes()), Some(arr.into_object()))).collect();
+    Value::Object(MapObj::new_object(pairs))
+}
+
 pub(super) fn register(r: &mut Registrar<'_>) {
     r.func("runtime.SaveParams", |a| {
         a.expect_len("runtime.SaveParams", 1)?;
-        let o = a.object_of(0, index::MAP, "Map")?;
-        let m = o.downcast::<MapObj>().ok_or_else(|| Error::type_error("expected Map"))?;
-        let params = m
-            .entries
-            .values()
-            .map(|(k, v)| {
-                let name = k
-                    .downcast::<StringObj>()
-                    .map(StringObj::to_string_lossy)
-                    .ok_or_else(|| Error::type_error("runtime.SaveParams: keys must be strings"))?;
-                let arr = v.clone().and_then(crate::ndarray::NDArray::from_object).ok_or_else(|| {
-                    Error::type_error(format!("runtime.SaveParams: value of {name} is not an NDArray"))
-                })?;
-                Ok((name, arr))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(Value::bytes(save_params(&params)?))
+        Ok(Value::bytes(save_params(&params_arg(a, 0, "runtime.SaveParams")?)?))
     });
     r.func("runtime.LoadParams", |a| {
         a.expect_len("runtime.LoadParams", 1)?;
-        let params = load_params(&a.bytes(0)?)?;
-        let pairs =
-            params.into_iter().map(|(n, arr)| (StringObj::new_object(n.as_bytes()), Some(arr.into_object()))).collect();
-        Ok(Value::Object(MapObj::new_object(pairs)))
+        Ok(params_map(load_params(&a.bytes(0)?)?))
     });
 
     r.func("runtime.ModuleLoadFromFile", |a| {

@@ -3,7 +3,7 @@
 
 mod containers;
 mod device;
-mod misc;
+pub(crate) mod misc;
 
 use crate::registry::Registrar;
 
@@ -13,9 +13,13 @@ pub fn register_builtins(r: &mut Registrar<'_>) {
     device::register(r);
     misc::register(r);
     crate::module::globals::register(r);
+    crate::module::memory::register(r);
     crate::device::opencl::register(r);
     crate::device::cuda::register(r);
     crate::contrib::register(r);
     crate::executor::register(r);
     crate::vm::register(r);
+    crate::aot::register(r);
+    crate::compat::register(r);
+    crate::rpc::register(r);
 }

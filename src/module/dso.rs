@@ -38,13 +38,21 @@ impl std::fmt::Debug for Dso {
 impl Dso {
     /// `dlopen`s `path`.
     pub fn open(path: &str) -> Result<Arc<Dso>> {
+        Dso::open_as(path, path)
+    }
+
+    /// `dlopen`s `path`, calling the library `name` in messages and in [`Dso::path`] (for a
+    /// library loaded from memory, whose path means nothing after the load).
+    pub fn open_as(path: &str, name: &str) -> Result<Arc<Dso>> {
+        // A truncated library would crash the process inside dlopen (SIGBUS): refuse it first.
+        super::elf::check_file(path, name)?;
         // SAFETY: loading a library runs its initialisers; a TVM model library's only ones are
         // the compiler's (none touch the runtime before the context slots are filled). That
         // the file is such a library is the caller's promise, as with TVM's own loader.
         let lib = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL) }.map_err(|e| {
-            Error::tvm(format!("Failed to load dynamic shared library {path} {}", crate::error::source_chain(&e)))
+            Error::tvm(format!("Failed to load dynamic shared library {name} {}", crate::error::source_chain(&e)))
         })?;
-        Ok(Arc::new(Dso { lib, path: path.to_owned() }))
+        Ok(Arc::new(Dso { lib, path: name.to_owned() }))
     }
 
     /// The path it was loaded from.
@@ -164,7 +172,12 @@ pub(crate) fn blob_capacity(addr: *const c_void) -> Option<usize> {
 
 /// `runtime.module.loadfile_so(path, ...)`: loads a model library and builds its module tree.
 pub fn load(path: &str) -> Result<Module> {
-    let dso = Dso::open(path)?;
+    load_opened(Dso::open(path)?)
+}
+
+/// Builds the module tree of a library already opened (steps 2 to 5 of the module doc).
+pub fn load_opened(dso: Arc<Dso>) -> Result<Module> {
+    let path = dso.path().to_owned();
     library::fill_context_slots(&|name| dso.symbol(name))?;
     let make_lib = || Module::new(LibraryModule::new(Symbols::Dso(dso.clone())));
     let (root, dso_module) = match dso.symbol(blob::BLOB_SYMBOL) {

@@ -19,7 +19,11 @@ pub fn register(r: &mut Registrar<'_>) {
         a.expect_at_least("runtime.module.loadfile_so", 1)?;
         Ok(Value::Module(dso::load(&a.string(0)?)?))
     });
-    r.func("runtime.SystemLib", |_| Ok(Value::Module(system_lib::system_lib()?)));
+    // `runtime.SystemLib()` (v0.8) or `runtime.SystemLib(prefix)` (v0.13+).
+    r.func("runtime.SystemLib", |a| {
+        let prefix = if a.is_empty() { String::new() } else { a.string(0)? };
+        Ok(Value::Module(system_lib::system_lib_prefixed(&prefix)?))
+    });
     r.func("runtime.module.blob_stream_read", |a| {
         a.expect_len("runtime.module.blob_stream_read", 2)?;
         let n = byte_count(a, 1)?;

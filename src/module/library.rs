@@ -248,22 +248,23 @@ pub enum SymbolKind {
 pub enum Symbols {
     /// A loaded shared library.
     Dso(Arc<Dso>),
-    /// The system library's table, consulted at call time.
-    SystemLib,
+    /// The system library's table, consulted at call time; names are looked up with the
+    /// prefix first (TVM v0.13+'s `runtime.SystemLib(prefix)`), then without.
+    SystemLib(String),
 }
 
 impl Symbols {
     fn lookup(&self, name: &str) -> Option<*mut c_void> {
         match self {
             Symbols::Dso(d) => d.symbol(name),
-            Symbols::SystemLib => system_lib::lookup(name),
+            Symbols::SystemLib(prefix) => system_lib::lookup_prefixed(prefix, name),
         }
     }
 
     fn kind(&self, addr: *mut c_void) -> SymbolKind {
         match self {
             Symbols::Dso(_) => dso::symbol_info(addr as usize).map_or(SymbolKind::Unknown, |i| i.kind),
-            Symbols::SystemLib => SymbolKind::Unknown,
+            Symbols::SystemLib(_) => SymbolKind::Unknown,
         }
     }
 }
@@ -310,7 +311,7 @@ impl LibraryModule {
     pub fn dso(&self) -> Option<&Arc<Dso>> {
         match &self.symbols {
             Symbols::Dso(d) => Some(d),
-            Symbols::SystemLib => None,
+            Symbols::SystemLib(_) => None,
         }
     }
 
@@ -322,7 +323,7 @@ impl LibraryModule {
         };
         match self.symbols {
             // The system library's table can change after creation: no caching.
-            Symbols::SystemLib => find(),
+            Symbols::SystemLib(_) => find(),
             Symbols::Dso(_) => {
                 if let Some(hit) = self.cache.read().get(name) {
                     return *hit;
@@ -340,7 +341,7 @@ impl LibraryModule {
         let addr = self.symbols.lookup(MAIN_SYMBOL)?;
         let info = match &self.symbols {
             Symbols::Dso(_) => dso::symbol_info(addr as usize),
-            Symbols::SystemLib => None,
+            Symbols::SystemLib(_) => None,
         };
         match entry_name(addr, info) {
             EntryName::Name(n) => self.resolve(&n).map(|r| wrap(r, this.clone())),
@@ -437,8 +438,10 @@ impl ModuleNode for LibraryModule {
 /// `TVMAPISetLastError`) wrapped as TVM does, keeping a leading error kind (`ValueError: `,
 /// any `...Error`) in front.
 fn call_error(ret: c_int) -> Error {
-    if ret == -2 {
-        return Error::already_set();
+    let e = crate::error::foreign_error(ret);
+    if !matches!(e.repr(), crate::error::Repr::Raw(_)) {
+        // -2, or a Python exception raised by a callback the function called: kept as is.
+        return e;
     }
     let text = last_error_message();
     // Only a real error kind moves to the front: generated messages such as
@@ -522,7 +525,9 @@ unsafe fn adopt_return(v: TVMValue, c: c_int) -> Result<Value> {
                 }
             }
         }
-        c if (code::EXT_BEGIN..code::EXT_END).contains(&c) => Value::ext(c, v),
+        // SAFETY: see above (a bool in v_int64, TVM v0.18+).
+        code::BOOL => Value::Int(i64::from(unsafe { v.v_int64 } != 0)),
+        c if (code::BOOL + 1..code::EXT_END).contains(&c) => Value::ext(c, v),
         c => {
             return Err(Error::internal(format!(
                 "a compiled function returned a value of type code {c} ({}), which cannot be returned",

@@ -4,8 +4,10 @@
 
 pub mod blob;
 pub mod dso;
+pub mod elf;
 pub mod globals;
 pub mod library;
+pub mod memory;
 pub mod system_lib;
 
 use crate::error::{Error, Result};
@@ -130,6 +132,12 @@ impl Module {
         self.obj().imports.read().clone()
     }
 
+    /// Removes every import (`runtime.ModuleClearImports`, TVM v0.9+); cached environment
+    /// lookups stay valid, since generated code may still hold them.
+    pub fn clear_imports(&self) {
+        self.obj().imports.write().clear();
+    }
+
     /// Appends `dep` to the imports; fails if that would make a cycle.
     pub fn import(&self, dep: Module) -> Result<()> {
         let mut stack = vec![dep.clone()];
@@ -231,6 +239,13 @@ impl FunctionModule {
     pub fn add(&mut self, name: impl Into<String>, f: PackedFunc) -> &mut Self {
         self.funcs.insert(name.into(), f);
         self
+    }
+
+    /// The names of its functions, sorted.
+    pub fn names(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.funcs.keys().cloned().collect();
+        v.sort();
+        v
     }
 }
 

@@ -14,8 +14,9 @@ use std::sync::OnceLock;
 pub struct SymbolTable {
     /// name -> address.
     pub symbols: HashMap<String, usize>,
-    /// All `__tvm_module_ctx` addresses, in registration order.
-    pub module_ctx: Vec<usize>,
+    /// Every address registered as a (prefixed) `__tvm_module_ctx`, with its name, in
+    /// registration order.
+    pub module_ctx: Vec<(String, usize)>,
 }
 
 /// The table.
@@ -28,11 +29,12 @@ pub fn table() -> &'static Mutex<SymbolTable> {
 pub fn register_symbol(name: &str, ptr: *mut c_void) {
     let mut t = table().lock();
     let addr = ptr as usize;
-    if name == "__tvm_module_ctx" && !t.module_ctx.contains(&addr) {
-        t.module_ctx.push(addr);
+    let is_ctx = name.ends_with("__tvm_module_ctx");
+    if is_ctx && !t.module_ctx.iter().any(|(n, a)| n == name && *a == addr) {
+        t.module_ctx.push((name.to_owned(), addr));
     }
     if let Some(old) = t.symbols.insert(name.to_owned(), addr) {
-        if old != addr && name != "__tvm_module_ctx" {
+        if old != addr && !is_ctx {
             eprintln!("SystemLib symbol {name} get overriden to a different address {addr:#x}->{old:#x}");
         }
     }
@@ -43,33 +45,52 @@ pub fn lookup(name: &str) -> Option<*mut c_void> {
     table().lock().symbols.get(name).map(|&a| a as *mut c_void)
 }
 
+/// `name` with `prefix` first, then without (TVM v0.13+'s prefixed system libraries).
+pub fn lookup_prefixed(prefix: &str, name: &str) -> Option<*mut c_void> {
+    if !prefix.is_empty() {
+        if let Some(p) = lookup(&format!("{prefix}{name}")) {
+            return Some(p);
+        }
+    }
+    lookup(name)
+}
+
 thread_local! {
-    /// Set while this thread builds the system library (a blob loader calling
+    /// Set while this thread builds a system library (a blob loader calling
     /// `runtime.SystemLib` would otherwise wait for itself).
     static BUILDING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// `runtime.SystemLib()`: the process-wide system library module (backend.md §3), built on the
-/// first successful call and then returned forever.
+/// `runtime.SystemLib()`: the process-wide system library module (backend.md §3).
+pub fn system_lib() -> crate::error::Result<super::Module> {
+    system_lib_prefixed("")
+}
+
+/// `runtime.SystemLib(prefix)`: the system library module of `prefix` (TVM v0.13+; "" is
+/// v0.8's single system library), built on the first successful call and then returned
+/// forever. Objects built with `--system-lib` and a prefix register their symbols under
+/// prefixed names (`<prefix>__tvm_dev_mblob`, `<prefix>__tvm_module_ctx`, their functions);
+/// the module looks every name up with the prefix first, then without.
 ///
 /// Building follows the DSO loading sequence with the symbol table for `dlsym`: the context
-/// slots registered in the table are filled, a registered `__tvm_dev_mblob` is processed (its
-/// length checked against the readable memory at its address), and the library's module is
-/// written into every variable registered as `__tvm_module_ctx` (each `--system-lib` object
-/// registers its own). The module's function lookups consult the table at call time, so
-/// symbols registered later are found; their objects' `__tvm_module_ctx` stays NULL, which
+/// slots registered in the table are filled, a registered blob is processed (its length checked
+/// against the readable memory at its address), and the library's module is written into every
+/// variable registered as the prefix's `__tvm_module_ctx` (each `--system-lib` object registers
+/// its own). The module's function lookups consult the table at call time, so symbols
+/// registered later are found; their objects' `__tvm_module_ctx` stays NULL, which
 /// `TVMBackendGetFuncFromEnv` treats as "global registry only". A failed build is not cached.
-pub fn system_lib() -> crate::error::Result<super::Module> {
+pub fn system_lib_prefixed(prefix: &str) -> crate::error::Result<super::Module> {
     use super::library::{self, LibraryModule, Symbols};
     use super::{blob, dso, Module};
     use crate::error::Error;
+    use std::collections::HashMap;
 
-    static LIB: Mutex<Option<Module>> = Mutex::new(None);
+    static LIBS: Mutex<Option<HashMap<String, Module>>> = Mutex::new(None);
     if BUILDING.with(|b| b.get()) {
-        return Err(Error::tvm("runtime.SystemLib was called while the system library is being built"));
+        return Err(Error::tvm("runtime.SystemLib was called while a system library is being built"));
     }
-    let mut slot = LIB.lock();
-    if let Some(m) = slot.as_ref() {
+    let mut libs = LIBS.lock();
+    if let Some(m) = libs.as_ref().and_then(|l| l.get(prefix)) {
         return Ok(m.clone());
     }
     struct Building;
@@ -81,9 +102,10 @@ pub fn system_lib() -> crate::error::Result<super::Module> {
     BUILDING.with(|b| b.set(true));
     let _building = Building;
 
-    library::fill_context_slots(&lookup)?;
-    let make_lib = || Module::new(LibraryModule::new(Symbols::SystemLib));
-    let (root, dso_module) = match lookup(super::blob::BLOB_SYMBOL) {
+    let find = |name: &str| lookup_prefixed(prefix, name);
+    library::fill_context_slots(&find)?;
+    let make_lib = || Module::new(LibraryModule::new(Symbols::SystemLib(prefix.to_owned())));
+    let (root, dso_module) = match find(super::blob::BLOB_SYMBOL) {
         Some(addr) => {
             // SAFETY: a registered blob is a static of a linked `--system-lib` object, alive for
             // the whole process; at most its readable extent is read.
@@ -97,11 +119,13 @@ pub fn system_lib() -> crate::error::Result<super::Module> {
         }
     };
     if let Some(m) = &dso_module {
-        let ctx_vars = table().lock().module_ctx.clone();
+        let ctx_name = format!("{prefix}{}", library::MODULE_CTX_SYMBOL);
+        let ctx_vars: Vec<usize> =
+            table().lock().module_ctx.iter().filter(|(n, _)| *n == ctx_name).map(|&(_, a)| a).collect();
         for addr in ctx_vars {
             library::write_module_ctx(addr as *mut c_void, m)?;
         }
     }
-    *slot = Some(root.clone());
+    libs.get_or_insert_with(HashMap::new).insert(prefix.to_owned(), root.clone());
     Ok(root)
 }

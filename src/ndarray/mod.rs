@@ -160,13 +160,35 @@ impl NDArray {
         Ok(Self::make(tensor, shape.to_vec(), Source::Keep(owner)))
     }
 
+    /// An array over data already allocated through the device API of `dev`, which frees it
+    /// when the last reference goes (the remote arrays of an RPC session).
+    pub fn adopt(
+        data: *mut c_void,
+        shape: &[i64],
+        dtype: DLDataType,
+        dev: DLDevice,
+        byte_offset: u64,
+    ) -> Result<NDArray> {
+        device::shape_bytes(shape, dtype)?;
+        let mut tensor = bare_tensor(data, dev, dtype);
+        tensor.byte_offset = byte_offset;
+        Ok(Self::make(tensor, shape.to_vec(), Source::Owned))
+    }
+
     /// A view of this array's data with another shape/dtype (must not be larger).
     pub fn create_view(&self, shape: &[i64], dtype: DLDataType) -> Result<NDArray> {
+        self.create_view_at(shape, dtype, 0)
+    }
+
+    /// A view of this array's data from byte `offset` on, with another shape/dtype (it must
+    /// fit; TVM v0.9+'s `CreateView` with a relative byte offset).
+    pub fn create_view_at(&self, shape: &[i64], dtype: DLDataType, offset: u64) -> Result<NDArray> {
         let want = device::shape_bytes(shape, dtype)?;
         let have = self.byte_size()?;
-        if want > have {
+        let end = usize::try_from(offset).ok().and_then(|o| o.checked_add(want));
+        if !matches!(end, Some(e) if e <= have) {
             return Err(Error::value(format!(
-                "CreateView: the view of shape {shape:?} needs {want} bytes but the array has {have}"
+                "CreateView: the view of shape {shape:?} needs {want} bytes from byte {offset} but the array has {have}"
             )));
         }
         if !is_contiguous(self.tensor()) {
@@ -175,6 +197,7 @@ impl NDArray {
         let mut t = *self.tensor();
         t.dtype = dtype;
         t.strides = std::ptr::null_mut();
+        t.byte_offset += offset;
         Ok(Self::make(t, shape.to_vec(), Source::View(self.clone())))
     }
 

@@ -46,7 +46,11 @@ pub mod code {
     pub const NDARRAY: i32 = 13;
     /// `kTVMObjectRValueRefArg`.
     pub const RVALUE_REF: i32 = 14;
-    /// `kTVMExtBegin`.
+    /// `kTVMArgBool` (TVM v0.18+: `v_int64` is 0 or 1). v0.8 had no meaning for 15 but
+    /// `kTVMExtBegin`; this runtime reads it as a bool and returns bools as ints (code 0),
+    /// which every release's clients understand.
+    pub const BOOL: i32 = 15;
+    /// `kTVMExtBegin` of TVM v0.8 (v0.18 moved it to 16, after [`BOOL`]).
     pub const EXT_BEGIN: i32 = 15;
     /// `kTVMExtEnd`.
     pub const EXT_END: i32 = 128;
@@ -70,7 +74,8 @@ pub fn code_name(c: c_int) -> String {
         12 => "bytes".into(),
         13 => "NDArrayContainer".into(),
         14 => "ObjectRValueRefArg".into(),
-        15..=127 => format!("ext({c})"),
+        15 => "bool".into(),
+        16..=127 => format!("ext({c})"),
         _ => format!("unknown type_code={c}"),
     }
 }
@@ -349,12 +354,14 @@ impl<'a> Args<'a> {
         Error::type_error(format!("error while converting argument {i}: expected {want} but got {}", code_name(got)))
     }
 
-    /// `int64`: code 0 only.
+    /// `int64`: code 0, or a bool (code 15, TVM v0.18+) as 0/1.
     pub fn i64(&self, i: usize) -> Result<i64> {
         let (v, c) = self.raw(i)?;
         match c {
             // SAFETY: code 0 carries v_int64.
             code::INT => Ok(unsafe { v.v_int64 }),
+            // SAFETY: code 15 carries a bool in v_int64 (TVM reads all of it, as here).
+            code::BOOL => Ok(i64::from(unsafe { v.v_int64 } != 0)),
             _ => Err(Self::mismatch(i, "int", c)),
         }
     }
@@ -540,6 +547,7 @@ impl<'a> Args<'a> {
         let pod = unsafe {
             match c {
                 code::INT => Value::Int(v.v_int64),
+                code::BOOL => Value::Int(i64::from(v.v_int64 != 0)),
                 code::UINT => Value::UInt(v.v_int64),
                 code::FLOAT => Value::Float(v.v_float64),
                 code::HANDLE => Value::Handle(v.v_handle),
@@ -552,6 +560,7 @@ impl<'a> Args<'a> {
         };
         Ok(match c {
             code::INT
+            | code::BOOL
             | code::UINT
             | code::FLOAT
             | code::HANDLE
@@ -563,7 +572,7 @@ impl<'a> Args<'a> {
             code::FUNC => self.func(i)?.map_or(Value::Null, Value::func),
             code::STR => Value::str(self.string(i)?),
             code::BYTES => Value::bytes(self.bytes(i)?),
-            c if (code::EXT_BEGIN..code::EXT_END).contains(&c) => Value::ext(c, v),
+            c if (code::BOOL + 1..code::EXT_END).contains(&c) => Value::ext(c, v),
             c => return Err(Error::value(format!("unknown type_code={c}"))),
         })
     }

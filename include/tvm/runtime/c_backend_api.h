@@ -70,9 +70,11 @@ TVM_DLL void *TVMBackendAllocWorkspace(int device_type, int device_id, uint64_t 
 TVM_DLL int TVMBackendFreeWorkspace(int device_type, int device_id, void *ptr);
 
 /**
- * Registers a frontend callback; only `PyErr_CheckSignals` is known.
+ * Registers a frontend function: `PyErr_CheckSignals` (TVM v0.8), and `Py_IncRef`,
+ * `Py_DecRef`, `PyGILState_Ensure`, `PyGILState_Release` (TVM v0.14+, for holding Python
+ * exceptions).
  * # Safety
- * `name` is NUL-terminated; `ptr` is an `int (*)(void)` callback.
+ * `name` is NUL-terminated; `ptr` is the named Python C-API function.
  */
 TVM_DLL int TVMBackendRegisterEnvCAPI(const char *name, void *ptr);
 

@@ -34,6 +34,12 @@
 /*! \brief TVM runtime version */
 #define TVM_VERSION "0.8.0"
 
+/*!
+ * \brief Type code of a bool argument (`v_int64` is 0 or 1), TVM v0.18+. It has the number of
+ *  v0.8's kTVMExtBegin: this runtime reads code 15 as a bool, and never returns it.
+ */
+#define kTVMArgBool 15
+
 
 /**
  * The type code carried next to every [`TVMValue`].
@@ -313,6 +319,46 @@ TVM_DLL int TVMDeviceFreeDataSpace(DLDevice dev, void *ptr);
  * Both are live tensors.
  */
 TVM_DLL int TVMDeviceCopyDataFromTo(DLTensor *from, DLTensor *to, TVMStreamHandle stream);
+
+/**
+ * Sets this thread's last error to a Python exception object (TVM v0.14+). The runtime
+ * takes a reference with the `Py_IncRef` and GIL functions registered through
+ * `TVMBackendRegisterEnvCAPI`; without them (or for NULL) the last error becomes a message
+ * saying so instead.
+ * # Ownership
+ * `py_object`: borrowed; the runtime keeps its own reference until the error is replaced or
+ * dropped.
+ * # Safety
+ * `py_object` is NULL or a live `PyObject*` of the interpreter that registered the functions.
+ */
+TVM_DLL void TVMAPISetLastPythonError(void *py_object);
+
+/**
+ * The Python exception object of this thread's last error, or NULL when the last error is not
+ * one (TVM v0.14+).
+ * # Ownership
+ * Borrowed: valid until the last error changes on this thread or `TVMDropLastPythonError`.
+ */
+TVM_DLL void *TVMGetLastPythonError(void);
+
+/**
+ * Lets go of the Python exception of this thread's last error, if any (its message becomes
+ * ""), so the exception's frames can be collected (TVM v0.14+).
+ */
+TVM_DLL void TVMDropLastPythonError(void);
+
+/**
+ * The backtrace of the last error (TVM v0.14+): always NULL, this runtime records none (TVM
+ * returns NULL too when an error carries no backtrace).
+ */
+TVM_DLL const char *TVMGetLastBacktrace(void);
+
+/**
+ * TVM v0.14+ re-throws the last error as a C++ exception here. This runtime is not C++ and
+ * cannot unwind its caller's frames: the call keeps the last error as it is and returns, so a
+ * C++ caller must read `TVMGetLastError` / `TVMGetLastPythonError` and throw itself.
+ */
+TVM_DLL void TVMThrowLastError(void);
 
 /**
  * Allocates an array of uninitialized memory.

@@ -108,6 +108,11 @@ pub struct OpenClModule {
 }
 
 impl OpenClModule {
+    /// The function map.
+    pub fn fmap(&self) -> &FunctionMap {
+        &self.inner.fmap
+    }
+
     /// A module from its payload fields. Splits the source (errors as in v0.8); does not touch
     /// the driver.
     pub fn new(fmt: String, fmap: FunctionMap, data: Vec<u8>) -> Result<OpenClModule> {

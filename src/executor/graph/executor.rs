@@ -20,6 +20,10 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::ffi::c_int;
 
+// What TVM v0.9..v0.19 added (get_input_info, outputs by name, the debug executor's v0.9+ forms).
+mod later;
+use later::debug_timer_config;
+
 enum OpKind {
     Nop,
     Copy,
@@ -84,6 +88,8 @@ pub struct GraphExecutor {
     output_map: HashMap<String, usize>,
     debug: bool,
     state: Mutex<State>,
+    /// Names seen by `load_params` (v0.9+'s `get_input_info` leaves them out).
+    param_names: Mutex<std::collections::HashSet<String>>,
 }
 
 /// The default linked-parameter lookup (graph-executor.md §3.4).
@@ -139,6 +145,7 @@ impl GraphExecutor {
                 ops: Vec::new(),
                 last_executed_node: -1,
             }),
+            param_names: Mutex::new(std::collections::HashSet::new()),
         };
         exec.setup(custom_lookup, params)?;
         Ok(exec)
@@ -565,6 +572,7 @@ impl GraphExecutor {
     /// `load_params`: copies every named array that is an input.
     pub fn load_params(&self, blob: &[u8]) -> Result<()> {
         let params = crate::ndarray::serialize::load_params(blob)?;
+        self.param_names.lock().extend(params.iter().map(|(n, _)| n.clone()));
         let mut matched = 0;
         for (name, arr) in &params {
             if let Some(idx) = self.input_index(name) {
@@ -849,8 +857,15 @@ pub fn get_function(exec: &GraphExecutor, name: &str, this: &Module) -> Option<P
             None => Err(Error::internal("graph executor module expected")),
         })
     };
-    let debug_only =
-        ["run_individual", "execute_node", "get_node_output", "debug_get_output", "profile", "profile_rpc"];
+    let debug_only = [
+        "run_individual",
+        "run_individual_node",
+        "execute_node",
+        "get_node_output",
+        "debug_get_output",
+        "profile",
+        "profile_rpc",
+    ];
     if debug_only.contains(&name) && !exec.is_debug() {
         return None;
     }
@@ -864,11 +879,18 @@ pub fn get_function(exec: &GraphExecutor, name: &str, this: &Module) -> Option<P
             e.set_input_zero_copy(idx, tensor_arg(a, 1)?).map(|()| Value::Null)
         }),
         "set_output_zero_copy" => with(|e, a| {
-            let idx = known(a, "output", index_or_name(a, 0, |n| e.output_index(n))?)?;
+            let idx = known(a, "output", index_or_name(a, 0, |n| e.output_index_any(n))?)?;
             e.set_output_zero_copy(idx, tensor_arg(a, 1)?).map(|()| Value::Null)
         }),
         "get_output" => with(|e, a| {
-            let idx = usize::try_from(a.i64(0)?).map_err(|_| Error::index("negative output index"))?;
+            // v0.9+ also takes an output node's name.
+            let idx = match a.code(0)? {
+                code::STR | code::OBJECT => {
+                    let n = a.string(0)?;
+                    e.output_by_node_name(&n).ok_or_else(|| Error::key(format!("Invalid output node:{n}")))?
+                }
+                _ => usize::try_from(a.i64(0)?).map_err(|_| Error::index("negative output index"))?,
+            };
             if a.len() >= 2 {
                 e.copy_output_to(idx, tensor_arg(a, 1)?)?;
                 Ok(Value::Null)
@@ -933,7 +955,23 @@ pub fn get_function(exec: &GraphExecutor, name: &str, this: &Module) -> Option<P
             })?;
             e.share_params(o, &a.bytes(1)?).map(|()| Value::Null)
         }),
-        "run_individual" => with(|e, a| Ok(Value::str(e.run_individual(a.i64(0)?, a.i64(1)?, a.i64(2)?)?))),
+        // v0.8: (number, repeat, min_repeat_ms) -> text; v0.9+: 5 or 6 settings -> bytes.
+        "run_individual" => with(|e, a| match a.len() {
+            3 => Ok(Value::str(e.run_individual(a.i64(0)?, a.i64(1)?, a.i64(2)?)?)),
+            _ => Ok(Value::bytes(e.run_individual_bytes(&debug_timer_config(a, 0)?)?)),
+        }),
+        "run_individual_node" => with(|e, a| {
+            let nid = usize::try_from(a.i64(0)?)
+                .ok()
+                .filter(|&n| n < e.graph.nodes.len())
+                .ok_or_else(|| Error::index(format!("run_individual_node: no node {}", a.i64(0).unwrap_or(-1))))?;
+            Ok(Value::bytes(e.run_individual_node(nid, &debug_timer_config(a, 1)?)?))
+        }),
+        "get_input_info" => with(|e, _| Ok(e.input_info())),
+        // Not in TVM (the counterpart of get_input_index): index of an output node name or
+        // `name:index` key, -1 when unknown.
+        "get_output_index" => with(|e, a| Ok(Value::Int(e.output_index_any(&a.string(0)?).map_or(-1, |i| i as i64)))),
+        "get_output_info" => with(|e, _| Ok(e.output_info())),
         "execute_node" => with(|e, a| e.execute_node(a.i64(0)?).map(|()| Value::Null)),
         "get_node_output" => with(|e, a| Ok(Value::NDArray(e.get_node_output(a.i64(0)?, a.i64(1)?)?))),
         "debug_get_output" => with(|e, a| {
@@ -948,6 +986,10 @@ pub fn get_function(exec: &GraphExecutor, name: &str, this: &Module) -> Option<P
                 }
                 _ => usize::try_from(a.i64(0)?).map_err(|_| Error::index("negative node index"))?,
             };
+            if a.len() == 1 {
+                // v0.9+: without an output array, a copy of the node's output is returned.
+                return e.debug_node_output(node).map(Value::NDArray);
+            }
             e.debug_get_output(node, tensor_arg(a, 1)?).map(|()| Value::Null)
         }),
         "profile" => with(|e, _| Ok(Value::Object(crate::executor::report::Report::new_object(e.profile_json()?)))),

@@ -45,6 +45,21 @@ impl GraphExecutorFactory {
         Ok(GraphExecutorFactory { graph_json, params, module_name })
     }
 
+    /// The graph JSON.
+    pub fn graph_json(&self) -> &str {
+        &self.graph_json
+    }
+
+    /// The parameters, in stored order.
+    pub fn params(&self) -> &[(String, NDArray)] {
+        &self.params
+    }
+
+    /// The name of the function that creates an executor (`default`).
+    pub fn module_name(&self) -> &str {
+        &self.module_name
+    }
+
     fn code_module(&self, this: &Module) -> Result<Module> {
         this.imports()
             .into_iter()
@@ -86,6 +101,15 @@ impl ModuleNode for GraphExecutorFactory {
                 with(|fac, m, a| Ok(Value::Module(fac.create_executor(m, devices_from(a, 0)?, false)?)))
             }
             "get_graph_json" => with(|fac, _, _| Ok(Value::str(fac.graph_json.clone()))),
+            // v0.9+: the params as a Map<String, NDArray>.
+            "get_graph_params" => with(|fac, _, _| {
+                let pairs = fac
+                    .params
+                    .iter()
+                    .map(|(n, a)| (crate::object::StringObj::new_object(n.as_bytes()), Some(a.clone().into_object())))
+                    .collect();
+                Ok(Value::Object(crate::object::MapObj::new_object(pairs)))
+            }),
             "debug_create" => with(|fac, m, a| {
                 if a.len() < 2 {
                     return Err(Error::value("debug_create expects the module name and at least one device"));

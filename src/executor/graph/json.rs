@@ -248,6 +248,15 @@ impl Graph {
                             .collect::<Result<Vec<_>>>()?,
                     );
                 }
+                // TVM v0.9+: memory scopes; only global memory is supported here.
+                "storage_scope" => {
+                    for sc in tagged(v, k, "list_str")? {
+                        let sc = sc.as_str().ok_or_else(|| invalid("storage_scope values must be strings"))?;
+                        if !matches!(sc, "" | "global") {
+                            return Err(crate::compat::sniff::unsupported_storage_scope(sc));
+                        }
+                    }
+                }
                 other => {
                     let tag = v.as_array().and_then(|a| a.first()).and_then(Json::as_str);
                     if !matches!(tag, Some("list_int") | Some("size_t")) {
