@@ -118,6 +118,13 @@ def split_blob(payload):
             r.str()
         elif key == "VMExecutable":
             r.str()
+        elif key == "AotExecutorFactory":
+            r.u64()
+            for _ in r.vec_str():
+                r.ndarray()
+            r.str()
+        elif key == "metadata_module":
+            pass
         else:
             out.append((key, None))
             break
@@ -175,7 +182,8 @@ def shrink_blob(payload):
     """The payload with each graph factory's parameters cut to the small ones (None if the blob
     has no factory or cannot be split)."""
     entries = split_blob(payload)
-    if any(e is None for _, e in entries) or not any(k == "GraphExecutorFactory" for k, _ in entries):
+    if any(e is None for _, e in entries) or not any(
+            k in ("GraphExecutorFactory", "AotExecutorFactory") for k, _ in entries):
         return None
     out = u64(len(entries))
     for key, entry in entries:
@@ -186,6 +194,13 @@ def shrink_blob(payload):
             names = r.vec_str()
             kept = [(n, rec) for n, rec in ((n, r.ndarray()) for n in names) if len(rec) <= SMALL_PARAM][:4]
             entry = s(graph) + u64(len(kept)) + u64(len(kept)) + b"".join(s(n) for n, _ in kept)
+            entry += b"".join(rec for _, rec in kept) + s(r.str())
+        if key == "AotExecutorFactory":
+            r = Reader(entry)
+            r.u64()
+            names = r.vec_str()
+            kept = [(n, rec) for n, rec in ((n, r.ndarray()) for n in names) if len(rec) <= SMALL_PARAM][:4]
+            entry = u64(len(kept)) + u64(len(kept)) + b"".join(s(n) for n, _ in kept)
             entry += b"".join(rec for _, rec in kept) + s(r.str())
         out += s(key.encode()) + entry
     return out
@@ -225,6 +240,14 @@ def main():
                         add("kernel_meta", fmap_of(entry), tag)
                     elif key == "VMExecutable":
                         add("vm_executable", Reader(entry).str(), tag)
+                    elif key == "AotExecutorFactory":
+                        add("aot_factory", entry, tag, limit=512 << 10)
+                        r = Reader(entry)
+                        r.u64()
+                        names = r.vec_str()
+                        kept = [(n, rec) for n, rec in ((n, r.ndarray()) for n in names) if len(rec) <= SMALL_PARAM][:4]
+                        small = u64(len(kept)) + u64(len(kept)) + b"".join(s(n) for n, _ in kept)
+                        add("aot_factory", small + b"".join(rec for _, rec in kept) + s(r.str()), tag + " (small params)")
             elif f.endswith(".params"):
                 add("params", open(p, "rb").read(), tag, limit=512 << 10)
             elif f.endswith(".json") and f != "manifest.json":
@@ -241,6 +264,8 @@ def main():
         add("ndarray_record", record(shape, code, bits, bytes(size * ((bits + 7) // 8))), "hand-made")
     add("params", params([(b"x", record((2,), 2, 32, struct.pack("<ff", 1, 2)))]), "hand-made")
     add("params", params([]), "hand-made (empty)")
+    add("aot_factory", u64(1) + u64(1) + s(b"p0") + record((2,), 2, 32, struct.pack("<ff", 1, 2)) + s(b"default"),
+        "hand-made")
     # Blobs: a library importing two OpenCL modules, legacy layout (no tree), an empty blob.
     cl = open(os.path.join(tf, "opencl_kernels.cl"), "rb").read()
     meta = json.load(open(os.path.join(tf, "opencl_kernels.tvm_meta.json")))
@@ -259,8 +284,20 @@ def main():
     add("blob", u64(4) + s(b"_lib") + s(b"opencl") + ocl + s(b"opencl") + ocl + tree, "hand-made tree")
     add("blob", u64(1) + s(b"opencl") + ocl, "hand-made legacy")
     add("blob", u64(0), "hand-made empty")
+    # RPC packet bodies (code, payload) of each kind, and client handshakes.
+    i32 = lambda v: struct.pack("<i", v)
+    tensor = u64(0x1000) + i32(1) + i32(0) + i32(2) + struct.pack("<BBH", 2, 32, 1) + struct.pack("<qq", 2, 3) + u64(0)
+    seq = i32(5) + i32(0) + i32(11) + i32(7) + i32(6) + i32(2) + u64(7) + s(b"hello") + tensor + i32(1) + i32(0) + struct.pack("<d", 1.5)
+    for body in [i32(2) + s(b"0.8.0") + i32(0), i32(3) + u64(0x55aa) + seq, i32(4) + seq,
+                 i32(5) + i32(1) + i32(11) + s(b"RPCError: boom"), i32(6) + tensor + u64(24),
+                 i32(7) + tensor + u64(4) + b"\x00\x00\x80\x3f", i32(8) + b"\x01\x02", i32(1),
+                 i32(9) + i32(1) + i32(11) + s(b"runtime.GetDeviceAttr"),
+                 i32(13) + i32(3) + i32(6) + i32(0) + i32(0) + i32(1) + i32(0) + i32(0) + i32(0) + u64(64) + u64(64)]:
+        add("rpc_packet", body, "hand-made")
+    for key in [b"client:mykey -timeout=10", b"server:rasp3b", b"client:abc -token=secret", b""]:
+        add("rpc_handshake", i32(0xff271) + i32(len(key)) + key, "hand-made")
     for t in ("blob", "params", "ndarray_record", "graph_json", "opencl_payload", "cuda_payload",
-              "kernel_meta", "vm_executable"):
+              "kernel_meta", "vm_executable", "aot_factory", "rpc_packet", "rpc_handshake"):
         d = os.path.join(OUT, t)
         os.makedirs(d, exist_ok=True)
         for old in os.listdir(d):

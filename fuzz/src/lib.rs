@@ -368,3 +368,86 @@ pub fn vm_executable(data: &[u8]) {
     let Ok(Value::Bytes(resaved)) = func_of(&again, "save").expect("save").call(&[]) else { panic!("save again") };
     assert_eq!(resaved, saved, "save(load(save(x))) differs from save(x)");
 }
+
+/// `aot_factory`: the blob entry of an `AotExecutorFactory` (TVM v0.9+ AOT exports: params and
+/// module name) through `runtime.module.loadbinary_AotExecutorFactory`, then saved and loaded
+/// again where the module can be saved.
+pub fn aot_factory(data: &[u8]) {
+    let Ok(m) = load_entry("AotExecutorFactory", data) else { return };
+    assert_eq!(m.type_key(), "AotExecutorFactory");
+    if let Ok(saved) = m.node().save_to_binary() {
+        let again = load_entry("AotExecutorFactory", &saved).expect("loading a saved AOT factory");
+        assert_eq!(again.node().save_to_binary().expect("saving again"), saved);
+    }
+}
+
+/// `rpc_packet`: one RPC packet body (code and payload, after the `u64` length) through the
+/// decoder both sides use; a decoded call, return, init or system call is encoded again and must
+/// decode to the same bytes. Also the split `kCopyToRemote` head reader and the length check.
+pub fn rpc_packet(data: &[u8]) {
+    use tvm_runtime::rpc::codec::{self, Packet};
+    if let Some(head) = data.get(..8) {
+        let mut h = [0u8; 8];
+        h.copy_from_slice(head);
+        let _ = codec::packet_len(h, 1 << 30);
+    }
+    let _ = codec::copy_to_remote_head_len(data);
+    let _ = codec::decode_copy_to_remote_head(data);
+    let Ok(p) = codec::decode_packet(data) else { return };
+    let mut out = Vec::new();
+    let encoded = match &p {
+        Packet::CallFunc { handle, args } => codec::encode_call(&mut out, *handle, args),
+        Packet::Return(vals) => codec::encode_return(&mut out, vals),
+        Packet::InitServer { args, .. } => codec::encode_init_server(&mut out, args),
+        Packet::Syscall { code, args } => codec::encode_syscall(&mut out, *code, args),
+        Packet::CopyFromRemote { tensor, nbytes } => codec::encode_copy_from_remote(&mut out, tensor, *nbytes),
+        Packet::Exception(msg) => {
+            codec::encode_exception(&mut out, msg);
+            Ok(())
+        }
+        _ => return,
+    };
+    if encoded.is_err() {
+        return;
+    }
+    // `out` is framed: the u64 length, then the body.
+    let body = out.get(8..).expect("a framed packet");
+    let again = codec::decode_packet(body).expect("decoding an encoded packet");
+    let mut out2 = Vec::new();
+    match &again {
+        Packet::CallFunc { handle, args } => codec::encode_call(&mut out2, *handle, args),
+        Packet::Return(vals) => codec::encode_return(&mut out2, vals),
+        Packet::InitServer { args, .. } => codec::encode_init_server(&mut out2, args),
+        Packet::Syscall { code, args } => codec::encode_syscall(&mut out2, *code, args),
+        Packet::CopyFromRemote { tensor, nbytes } => codec::encode_copy_from_remote(&mut out2, tensor, *nbytes),
+        Packet::Exception(msg) => {
+            codec::encode_exception(&mut out2, msg);
+            Ok(())
+        }
+        other => panic!("re-decoded as another kind: {other:?}"),
+    }
+    .expect("encoding a decoded packet again");
+    assert_eq!(out, out2, "encode(decode(encode(p))) differs from encode(p)");
+}
+
+/// `rpc_handshake`: what an RPC server reads before any packet: the client's magic, key length
+/// and key (incomplete prefixes included), and the key's options (`client:<key> -timeout=...`).
+pub fn rpc_handshake(data: &[u8]) {
+    use tvm_runtime::rpc::codec;
+    for cut in [data.len(), data.len() / 2, 7, 4] {
+        if let Some(prefix) = data.get(..cut) {
+            if let Ok(Some((key, used))) = codec::parse_client_hello(prefix, 4096) {
+                assert!(used <= prefix.len());
+                let k = codec::ClientKey::parse(&key);
+                let _ = (k.timeout(), k.token());
+                let hello = codec::encode_client_hello(&key).expect("encoding a parsed key");
+                let back = codec::parse_client_hello(&hello, 1 << 20).expect("parsing an encoded hello");
+                assert_eq!(back.map(|(k, _)| k), Some(key));
+            }
+        }
+    }
+    if let Ok(text) = std::str::from_utf8(data) {
+        let k = codec::ClientKey::parse(text);
+        let _ = (k.timeout(), k.token());
+    }
+}
