@@ -294,10 +294,36 @@ def main():
                  i32(9) + i32(1) + i32(11) + s(b"runtime.GetDeviceAttr"),
                  i32(13) + i32(3) + i32(6) + i32(0) + i32(0) + i32(1) + i32(0) + i32(0) + i32(0) + u64(64) + u64(64)]:
         add("rpc_packet", body, "hand-made")
+    # Client streams for the server: framed packets; handle 2^64-1 stands for the last handle the
+    # server handed out (see fuzz/src/lib.rs, rpc_server).
+    last = 2**64 - 1
+    frame = lambda body: u64(len(body)) + body
+    def call(handle, codes_vals):
+        return i32(3) + u64(handle) + i32(len(codes_vals)) + b"".join(i32(c) for c, _ in codes_vals) + b"".join(
+            v for _, v in codes_vals)
+    def syscall(code, codes_vals):
+        return i32(code) + i32(len(codes_vals)) + b"".join(i32(c) for c, _ in codes_vals) + b"".join(
+            v for _, v in codes_vals)
+    getg = lambda name: syscall(9, [(11, s(name))])
+    cpu_t = lambda data, n: u64(data) + i32(1) + i32(0) + i32(1) + struct.pack("<BBH", 2, 32, 1) + struct.pack(
+        "<q", n) + u64(0)
+    streams = [
+        [getg(b"runtime.GetDeviceAttr"), call(last, [(0, u64(1)), (0, u64(0)), (0, u64(0))]), i32(1)],
+        [syscall(13, [(6, i32(1) + i32(0)), (0, u64(64)), (0, u64(64)), (5, struct.pack("<BBHi", 2, 32, 1, 0))]),
+         i32(7) + cpu_t(last, 16) + u64(64) + bytes(range(64)), i32(6) + cpu_t(last, 16) + u64(64),
+         syscall(14, [(6, i32(1) + i32(0)), (3, u64(last))]), i32(1)],
+        [getg(b"runtime.String"), call(last, [(11, s(b"abc"))]), syscall(10, [(3, u64(last)), (0, u64(8))])],
+        [getg(b"runtime.LoadParams"), call(last, [(12, s(params([(b"x", record((2,), 2, 32, bytes(8)))])))])],
+        [getg(b"runtime.ShapeTuple"), call(last, [(0, u64(2)), (0, u64(3))]), getg(b"runtime.GetShapeTupleSize"),
+         call(last, [(8, u64(last - 1))])],
+        [syscall(12, [(6, i32(1) + i32(0)), (0, u64(0))]), syscall(18, [(6, i32(1) + i32(0))])],
+    ]
+    for st in streams:
+        add("rpc_server", b"".join(frame(b) for b in st), "hand-made")
     for key in [b"client:mykey -timeout=10", b"server:rasp3b", b"client:abc -token=secret", b""]:
         add("rpc_handshake", i32(0xff271) + i32(len(key)) + key, "hand-made")
     for t in ("blob", "params", "ndarray_record", "graph_json", "opencl_payload", "cuda_payload",
-              "kernel_meta", "vm_executable", "aot_factory", "rpc_packet", "rpc_handshake"):
+              "kernel_meta", "vm_executable", "aot_factory", "rpc_packet", "rpc_handshake", "rpc_server"):
         d = os.path.join(OUT, t)
         os.makedirs(d, exist_ok=True)
         for old in os.listdir(d):

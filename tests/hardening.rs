@@ -61,6 +61,32 @@ fn feed(target: &str, data: &[u8]) -> std::result::Result<bool, String> {
             .expect("registered")
             .call(&[Value::bytes(data.to_vec()), Value::Module(lib())])
             .is_ok(),
+        "aot_factory" => blob_entry("AotExecutorFactory", data).is_ok(),
+        "rpc_packet" => tvm_runtime::rpc::codec::decode_packet(data).is_ok(),
+        "rpc_handshake" => matches!(tvm_runtime::rpc::codec::parse_client_hello(data, 4096), Ok(Some(_))),
+        "rpc_server" => {
+            // Every packet handed to a fresh endpoint on a local session (no panic, no crash).
+            use tvm_runtime::rpc::endpoint::ServerEndpoint;
+            let mut ep = ServerEndpoint::new("replay");
+            let mut out = Vec::new();
+            let mut init = Vec::new();
+            tvm_runtime::rpc::codec::encode_init_server(&mut init, &[]).map_err(|e| e.to_string())?;
+            ep.handle_packet(&init[8..], &mut out, None).map_err(|e| e.to_string())?;
+            let mut rest = data;
+            while rest.len() >= 8 {
+                let n = u64::from_le_bytes(rest[..8].try_into().unwrap()).min((rest.len() - 8) as u64) as usize;
+                out.clear();
+                let r = ep.handle_packet(&rest[8..8 + n], &mut out, None);
+                if String::from_utf8_lossy(&out).contains("panic inside") {
+                    return Err("the server panicked".into());
+                }
+                if r.is_err() {
+                    break;
+                }
+                rest = &rest[8 + n..];
+            }
+            true
+        }
         other => return Err(format!("no fuzz target {other}")),
     };
     Ok(ok)

@@ -451,3 +451,143 @@ pub fn rpc_handshake(data: &[u8]) {
         let _ = (k.timeout(), k.token());
     }
 }
+
+/// Globals an RPC client may fetch in the `rpc_server` target: ones whose work is bounded by the
+/// packet (no file, network or model loading, no allocation sized by a number alone).
+const RPC_GLOBALS: &[&str] = &[
+    "runtime.GetDeviceAttr",
+    "runtime.LoadParams",
+    "runtime.SaveParams",
+    "runtime.Array",
+    "runtime.ArraySize",
+    "runtime.ArrayGetItem",
+    "runtime.Map",
+    "runtime.MapSize",
+    "runtime.String",
+    "runtime.GetFFIString",
+    "runtime.ShapeTuple",
+    "runtime.GetShapeTupleSize",
+    "runtime.ObjectPtrHash",
+];
+
+/// Handles in a request that stand for the k-th handle the server handed out (k = MAX - value),
+/// so that inputs can name functions, arrays and data spaces whose addresses they cannot know.
+const HANDLE_ALIAS: u64 = u64::MAX - 63;
+
+/// The largest allocation or copy a request may ask for in the `rpc_server` target.
+const RPC_BYTES_CAP: u64 = 64 << 20;
+
+fn rpc_alias(h: u64, handed: &[u64]) -> u64 {
+    if h >= HANDLE_ALIAS {
+        let k = (u64::MAX - h) as usize;
+        handed.get(handed.len().wrapping_sub(1 + k)).copied().unwrap_or(h)
+    } else {
+        h
+    }
+}
+
+/// `rpc_server`: a client's byte stream after the handshake (packets, each behind its `u64`
+/// length) served by the server endpoint on a local session, as `rpc.ServerLoop` serves a
+/// connection. Requests that would reach outside the process or allocate by a bare number are
+/// left out (session constructors, globals not in `RPC_GLOBALS`, sizes over 64 MiB); handle
+/// values near `u64::MAX` stand for handles the server returned. A panic while serving (which
+/// the server turns into an exception) is a crash here.
+pub fn rpc_server(data: &[u8]) {
+    use tvm_runtime::rpc::codec::{self, Packet, RpcCode, WireValue};
+    use tvm_runtime::rpc::endpoint::{Flow, ServerEndpoint};
+    let mut ep = ServerEndpoint::new("fuzz");
+    let mut out = Vec::new();
+    let mut init = Vec::new();
+    codec::encode_init_server(&mut init, &[]).expect("init packet");
+    assert!(matches!(ep.handle_packet(&init[8..], &mut out, None), Ok(Flow::Continue)));
+    let mut handed: Vec<u64> = Vec::new();
+    let mut rest = data;
+    while rest.len() >= 8 {
+        let n = u64::from_le_bytes(rest[..8].try_into().expect("8 bytes"));
+        rest = &rest[8..];
+        let n = usize::try_from(n).unwrap_or(usize::MAX).min(rest.len());
+        let (body, tail) = rest.split_at(n);
+        rest = tail;
+        let mut fixed = Vec::new();
+        let body = match codec::decode_packet(body) {
+            Err(_) => body,
+            Ok(p) => {
+                let retensor = |t: &codec::WireTensor<'_>| {
+                    let mut t = t.clone().into_owned();
+                    t.data = rpc_alias(t.data, &handed);
+                    t
+                };
+                let reargs = |args: &[WireValue<'_>]| -> Vec<WireValue<'static>> {
+                    args.iter()
+                        .map(|v| match v {
+                            WireValue::Handle(h) => WireValue::Handle(rpc_alias(*h, &handed)),
+                            WireValue::Func(h) => WireValue::Func(rpc_alias(*h, &handed)),
+                            WireValue::Module(h) => WireValue::Module(rpc_alias(*h, &handed)),
+                            WireValue::Tensor(t) => WireValue::Tensor(retensor(t)),
+                            other => other.clone().into_owned(),
+                        })
+                        .collect()
+                };
+                let ok = match &p {
+                    Packet::InitServer { args, .. } => args.is_empty(),
+                    Packet::Syscall { code: RpcCode::GetGlobalFunc, args } => match args.first() {
+                        Some(WireValue::Str(s)) => RPC_GLOBALS.iter().any(|g| g.as_bytes() == &s[..]),
+                        _ => true,
+                    },
+                    Packet::Syscall { code: RpcCode::DevAllocData, args } => {
+                        args.get(1).and_then(WireValue::as_int).is_none_or(|n| (n as u64) <= RPC_BYTES_CAP)
+                    }
+                    Packet::Syscall { code: RpcCode::DevAllocDataWithScope, args } => match args.first() {
+                        Some(WireValue::Tensor(t)) => t.nbytes().is_ok_and(|n| n <= RPC_BYTES_CAP),
+                        _ => true,
+                    },
+                    Packet::CopyFromRemote { nbytes, .. } => *nbytes <= RPC_BYTES_CAP,
+                    _ => true,
+                };
+                if !ok {
+                    continue;
+                }
+                let r = match &p {
+                    Packet::CallFunc { handle, args } => {
+                        codec::encode_call(&mut fixed, rpc_alias(*handle, &handed), &reargs(args))
+                    }
+                    Packet::Syscall { code, args } => codec::encode_syscall(&mut fixed, *code, &reargs(args)),
+                    Packet::CopyFromRemote { tensor, nbytes } => {
+                        codec::encode_copy_from_remote(&mut fixed, &retensor(tensor), *nbytes)
+                    }
+                    Packet::CopyToRemote { tensor, data } => {
+                        codec::encode_copy_to_remote_head(&mut fixed, &retensor(tensor), data.len() as u64).map(|_| {
+                            fixed.extend_from_slice(data);
+                            let len = (fixed.len() - 8) as u64;
+                            fixed[..8].copy_from_slice(&len.to_le_bytes());
+                        })
+                    }
+                    _ => Err(tvm_runtime::error::Error::value("as is")),
+                };
+                if r.is_ok() {
+                    &fixed[8..]
+                } else {
+                    body
+                }
+            }
+        };
+        out.clear();
+        let flow = ep.handle_packet(body, &mut out, None);
+        let text = String::from_utf8_lossy(&out);
+        assert!(!text.contains("panic inside the TVM runtime"), "the server panicked: {text}");
+        // Remember the handles the server handed out (functions, modules, data spaces).
+        if let Some(Ok(Packet::Return(vals))) = out.get(8..).map(codec::decode_packet) {
+            for v in vals {
+                match v {
+                    WireValue::Handle(h) | WireValue::Func(h) | WireValue::Module(h) if h != 0 => handed.push(h),
+                    WireValue::Tensor(t) => handed.push(t.data),
+                    _ => {}
+                }
+            }
+        }
+        match flow {
+            Ok(Flow::Continue) => {}
+            _ => break,
+        }
+    }
+}
