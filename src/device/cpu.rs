@@ -41,7 +41,8 @@ pub fn memory_limit() -> Option<usize> {
     // SAFETY: `sysinfo` succeeded, so it filled the struct.
     let info = unsafe { info.assume_init() };
     let unit = u64::from(info.mem_unit.max(1));
-    let total = (info.totalram as u64).saturating_add(info.totalswap as u64).saturating_mul(unit);
+    #[allow(clippy::useless_conversion, reason = "c_ulong is u32 on 32-bit targets")]
+    let total = u64::from(info.totalram).saturating_add(u64::from(info.totalswap)).saturating_mul(unit);
     usize::try_from(total).ok()
 }
 

@@ -95,11 +95,14 @@ impl Drop for Inner {
     }
 }
 
+/// Kernel objects by (module uid, kernel index, device id).
+type KernelTable = HashMap<(u64, usize, i32), Handle>;
+
 thread_local! {
     /// This thread's kernels by (module uid, kernel index, device id), and the [`DROPPED`] count
     /// at its last sweep. Module uids are never reused, so an entry of a dropped module is never
     /// looked up again; sweeps remove such entries.
-    static THREAD_KERNELS: RefCell<(u64, HashMap<(u64, usize, i32), Handle>)> = RefCell::new((0, HashMap::new()));
+    static THREAD_KERNELS: RefCell<(u64, KernelTable)> = RefCell::new((0, HashMap::new()));
 }
 
 /// An OpenCL module.
