@@ -10,11 +10,12 @@
 #                                         a crash, a hang (FUZZ_TIMEOUT s per input, default 10),
 #                                         an RSS over FUZZ_RSS_MB (default 2048) or a single
 #                                         allocation over 2 GiB. Findings land in
-#                                         target/fuzz/artifacts/<target>/.
+#                                         target/fuzz/run/artifacts/<target>/, logs beside them.
 #   scripts/fuzz.sh list                  the targets
 #
 # FUZZ_JOBS=N runs N processes per target (libFuzzer -fork, shared corpus), for long campaigns;
-# FUZZ_KEEP_CORPUS=1 keeps the grown corpus in target/fuzz/corpus/<target> between runs.
+# FUZZ_KEEP_CORPUS=1 (campaigns) works in target/fuzz/campaign/ instead and keeps the grown
+# corpus there between runs; without it each run starts from the committed seeds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,9 +38,10 @@ run() {
   local secs=$1; shift
   local list=("$@")
   [ ${#list[@]} -gt 0 ] || list=($targets)
-  local failed=()
+  local failed=() state="$tdir/run"
+  [ "${FUZZ_KEEP_CORPUS:-0}" = 1 ] && state="$tdir/campaign"
   for t in "${list[@]}"; do
-    local corpus="$tdir/corpus/$t" art="$tdir/artifacts/$t"
+    local corpus="$state/corpus/$t" art="$state/artifacts/$t"
     [ "${FUZZ_KEEP_CORPUS:-0}" = 1 ] || rm -rf "$corpus"
     mkdir -p "$corpus" "$art"
     local seeds=()
@@ -47,7 +49,7 @@ run() {
     local par=()
     [ -n "${FUZZ_JOBS:-}" ] && par=(-fork="$FUZZ_JOBS" -ignore_crashes=0)
     echo "== fuzz $t (${secs}s)"
-    local log="$tdir/$t.log"
+    local log="$state/$t.log"
     if RUST_BACKTRACE=1 "$bindir/$t" "$corpus" "${seeds[@]}" "${par[@]}" -max_total_time="$secs" \
       -timeout="${FUZZ_TIMEOUT:-10}" -rss_limit_mb="${FUZZ_RSS_MB:-2048}" -malloc_limit_mb="${FUZZ_RSS_MB:-2048}" \
       -max_len="${FUZZ_MAX_LEN:-1048576}" -print_final_stats=1 -artifact_prefix="$art/" >"$log" 2>&1; then
