@@ -23,7 +23,7 @@ fi
 if [ "$long" = 1 ]; then
   fuzz_secs=${FUZZ_SECONDS:-600}; mem_iters=500; stress=(60 8 3); hg=(0 8 50)
 else
-  fuzz_secs=${FUZZ_SECONDS:-15}; mem_iters=50; stress=(2 8 3); hg=(0 8 5)
+  fuzz_secs=${FUZZ_SECONDS:-12}; mem_iters=50; stress=(2 8 3); hg=(0 8 5)
 fi
 
 echo "== fuzz: every target for ${fuzz_secs}s"
