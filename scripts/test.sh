@@ -59,6 +59,8 @@ for flavour in plain asan; do
   ctest --test-dir "$dir" --output-on-failure
 done
 
+./scripts/test-hardening.sh # fuzz targets, memcheck loops, helgrind stress (issue 18)
+
 echo "== install with CMake, then the C tests through find_package (shared and static) and pkg-config"
 prefix="$PWD/build/install"
 rm -rf "$prefix"

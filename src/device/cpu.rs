@@ -29,6 +29,23 @@ pub fn aligned_alloc(nbytes: usize, alignment: usize) -> Result<*mut c_void> {
     Ok(p)
 }
 
+/// The most memory this machine can hand out: physical memory plus swap (`sysinfo`), the bound
+/// Linux's default overcommit heuristic applies. `None` where it cannot be read. Parsers use it to
+/// refuse, with a message naming the field, inputs that claim more than can ever be allocated.
+pub fn memory_limit() -> Option<usize> {
+    let mut info = std::mem::MaybeUninit::<libc::sysinfo>::zeroed();
+    // SAFETY: `sysinfo` writes the struct it is given.
+    if unsafe { libc::sysinfo(info.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    // SAFETY: `sysinfo` succeeded, so it filled the struct.
+    let info = unsafe { info.assume_init() };
+    let unit = u64::from(info.mem_unit.max(1));
+    #[allow(clippy::useless_conversion, reason = "c_ulong is u32 on 32-bit targets")]
+    let total = u64::from(info.totalram).saturating_add(u64::from(info.totalswap)).saturating_mul(unit);
+    usize::try_from(total).ok()
+}
+
 /// Frees memory from [`aligned_alloc`] (NULL is a no-op).
 ///
 /// # Safety

@@ -53,6 +53,13 @@ use std::ffi::c_void;
 /// The symbol holding the blob.
 pub const BLOB_SYMBOL: &str = "__tvm_dev_mblob";
 
+/// The deepest import chain a blob may build (TVM's exports nest 3 deep).
+pub const MAX_IMPORT_DEPTH: usize = 256;
+
+/// The most modules an import tree may unfold to, counting a module imported along several
+/// paths once per path (what a failed function lookup visits).
+pub const MAX_IMPORT_PATHS: u64 = 1 << 16;
+
 /// The prefix of the loader globals.
 pub const LOADER_PREFIX: &str = "runtime.module.loadbinary_";
 
@@ -274,13 +281,15 @@ fn check_tree(n: usize, row_ptr: &[u64], child: &[u64], keys: &[String]) -> Resu
             row_ptr[n]
         )));
     }
+    // Every row must be checked before any is used: with the ends pinned to 0 and the child
+    // count, non-decreasing pointers keep every row inside `child`.
+    if let Some(i) = row_ptr.windows(2).position(|w| w[0] > w[1]) {
+        return Err(bad(format!("row pointers decrease at module {i} ({} > {})", row_ptr[i], row_ptr[i + 1])));
+    }
     let mut children = Vec::with_capacity(n);
     let mut indegree = vec![0usize; n];
     for i in 0..n {
         let (a, b) = (row_ptr[i], row_ptr[i + 1]);
-        if a > b {
-            return Err(bad(format!("row pointers decrease at module {i} ({a} > {b})")));
-        }
         let kids = child[a as usize..b as usize]
             .iter()
             .map(|&c| {
@@ -294,8 +303,9 @@ fn check_tree(n: usize, row_ptr: &[u64], child: &[u64], keys: &[String]) -> Resu
         }
         children.push(kids);
     }
-    // Cycles: iterative depth-first search with three colours.
+    // Cycles: iterative depth-first search with three colours; `finished` is the post-order.
     let mut state = vec![0u8; n]; // 0 new, 1 on the stack, 2 done
+    let mut finished = Vec::with_capacity(n);
     for start in 0..n {
         if state[start] != 0 {
             continue;
@@ -320,6 +330,7 @@ fn check_tree(n: usize, row_ptr: &[u64], child: &[u64], keys: &[String]) -> Resu
                 }
             } else {
                 state[v] = 2;
+                finished.push(v);
                 stack.pop();
             }
         }
@@ -331,6 +342,29 @@ fn check_tree(n: usize, row_ptr: &[u64], child: &[u64], keys: &[String]) -> Resu
         return Err(bad(format!(
             "module {orphan} ({}) is imported by no module; the tree must have exactly one root, module 0",
             keys[orphan]
+        )));
+    }
+    // Nesting: lookups and releases walk the tree recursively, and a module imported along many
+    // paths is walked once per path, so both the depth and the unfolded size are bounded.
+    let mut paths = vec![0u64; n];
+    let mut depth = vec![0usize; n];
+    paths[0] = 1;
+    for &v in finished.iter().rev() {
+        for &c in &children[v] {
+            paths[c] = paths[c].saturating_add(paths[v]);
+            depth[c] = depth[c].max(depth[v] + 1);
+        }
+    }
+    if let Some((deep, &d)) = depth.iter().enumerate().find(|(_, &d)| d > MAX_IMPORT_DEPTH) {
+        return Err(bad(format!(
+            "module {deep} ({}) is nested {d} imports deep, more than {MAX_IMPORT_DEPTH}",
+            keys[deep]
+        )));
+    }
+    let unfolded = paths.iter().fold(0u64, |a, &p| a.saturating_add(p));
+    if unfolded > MAX_IMPORT_PATHS {
+        return Err(bad(format!(
+            "modules imported along many paths unfold to {unfolded} modules, more than {MAX_IMPORT_PATHS}"
         )));
     }
     Ok(children)

@@ -121,8 +121,12 @@ pub fn fill_context_slots(lookup: &dyn Fn(&str) -> Option<*mut c_void>) -> Resul
             Ok((pointer_slot(addr, name)?, target))
         })
         .collect::<Result<Vec<_>>>()?;
+    // A library loaded again (dlopen hands back the same mapping) already holds the values:
+    // writing them again would race with its code reading the slots on other threads.
     for (slot, target) in slots {
-        slot.store(target.cast_mut(), Ordering::Release);
+        if slot.load(Ordering::Acquire) != target.cast_mut() {
+            slot.store(target.cast_mut(), Ordering::Release);
+        }
     }
     Ok(())
 }

@@ -9,6 +9,9 @@ use crate::mapped::Region;
 
 /// Magic of an NDArray record.
 pub const NDARRAY_MAGIC: u64 = 0xDD5E_40F0_96B4_A13F;
+/// The largest array a vector-dtype record may make beyond the bytes it stores (1 GiB).
+pub const MAX_VECTOR_RECORD: usize = 1 << 30;
+
 /// Magic of a params blob.
 pub const PARAMS_MAGIC: u64 = 0xF7E5_8D4F_0504_9CB7;
 
@@ -73,7 +76,24 @@ pub fn read_record<'a>(r: &mut Reader<'a>) -> Result<Record<'a>> {
     if usize::try_from(size).ok() != Some(expect) {
         return Err(Error::value(format!("Invalid DLTensor file format: data size {size}, expected {expect}")));
     }
+    if expect > r.remaining() {
+        return Err(Error::value(format!(
+            "Invalid DLTensor file format: data size {size} of shape {shape:?} runs past the end ({} bytes left)",
+            r.remaining()
+        )));
+    }
     let data = r.bytes(expect)?;
+    // Vector dtypes: the array is `lanes` times the stored bytes (TVM writes only the first
+    // lane's worth). That factor is the one size not bounded by the input, so it is capped.
+    let total = crate::device::shape_bytes(&shape, dtype)?;
+    if total > data.len() && total > MAX_VECTOR_RECORD {
+        return Err(Error::value(format!(
+            "Invalid DLTensor file format: dtype with {} lanes makes a {total}-byte array from {} stored bytes \
+             (at most {MAX_VECTOR_RECORD})",
+            dtype.lanes,
+            data.len()
+        )));
+    }
     Ok(Record { shape, dtype, data })
 }
 

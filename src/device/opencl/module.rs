@@ -51,6 +51,12 @@ pub fn split_kernels(source: &str) -> Vec<(String, String)> {
 
 static NEXT_UID: AtomicU64 = AtomicU64::new(1);
 
+/// The uids of the modules alive now, and how many modules have gone: a thread's kernel table
+/// drops the entries of gone modules when it next adds one, so loading and freeing modules in a
+/// loop does not grow it.
+static LIVE_UIDS: Mutex<std::collections::BTreeSet<u64>> = Mutex::new(std::collections::BTreeSet::new());
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+
 /// The state shared by the module and the functions it hands out.
 struct Inner {
     uid: u64,
@@ -73,6 +79,8 @@ unsafe impl Sync for Inner {}
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        LIVE_UIDS.lock().remove(&self.uid);
+        DROPPED.fetch_add(1, Ordering::Release);
         if let Ok(ws) = api::workspace_if_ready() {
             for &k in self.kernels.get_mut().iter() {
                 // SAFETY: made by clCreateKernel for this module and no longer reachable: the
@@ -87,10 +95,14 @@ impl Drop for Inner {
     }
 }
 
+/// Kernel objects by (module uid, kernel index, device id).
+type KernelTable = HashMap<(u64, usize, i32), Handle>;
+
 thread_local! {
-    /// This thread's kernels by (module uid, kernel index, device id). Module uids are never
-    /// reused, so an entry of a dropped module is never looked up again.
-    static THREAD_KERNELS: RefCell<HashMap<(u64, usize, i32), Handle>> = RefCell::new(HashMap::new());
+    /// This thread's kernels by (module uid, kernel index, device id), and the [`DROPPED`] count
+    /// at its last sweep. Module uids are never reused, so an entry of a dropped module is never
+    /// looked up again; sweeps remove such entries.
+    static THREAD_KERNELS: RefCell<(u64, KernelTable)> = RefCell::new((0, HashMap::new()));
 }
 
 /// An OpenCL module.
@@ -135,6 +147,7 @@ impl OpenClModule {
             pieces.push(piece);
         }
         let uid = NEXT_UID.fetch_add(1, Ordering::Relaxed);
+        LIVE_UIDS.lock().insert(uid);
         let inner = Inner {
             uid,
             fmt,
@@ -245,7 +258,7 @@ fn launch(inner: &Inner, idx: usize, sig: &KernelSig, args: &Args<'_>) -> Result
 /// This thread's kernel object for (module, kernel, device), made on first use (8.5).
 fn thread_kernel(ws: &Workspace, inner: &Inner, idx: usize, dev: i32, name: &str) -> Result<Handle> {
     let key = (inner.uid, idx, dev);
-    if let Some(k) = THREAD_KERNELS.with(|t| t.borrow().get(&key).copied()) {
+    if let Some(k) = THREAD_KERNELS.with(|t| t.borrow().1.get(&key).copied()) {
         return Ok(k);
     }
     let program = program(ws, inner, idx, dev)?;
@@ -255,7 +268,16 @@ fn thread_kernel(ws: &Workspace, inner: &Inner, idx: usize, dev: i32, name: &str
     let k = unsafe { (ws.drv.CreateKernel)(program, cname.as_ptr(), &mut err) };
     check(err).map_err(|e| e.context(format!("clCreateKernel {name}")))?;
     inner.kernels.lock().push(k);
-    THREAD_KERNELS.with(|t| t.borrow_mut().insert(key, k));
+    THREAD_KERNELS.with(|t| {
+        let (swept, table) = &mut *t.borrow_mut();
+        let dropped = DROPPED.load(Ordering::Acquire);
+        if *swept != dropped {
+            let live = LIVE_UIDS.lock();
+            table.retain(|k, _| live.contains(&k.0));
+            *swept = dropped;
+        }
+        table.insert(key, k)
+    });
     Ok(k)
 }
 

@@ -186,8 +186,16 @@ impl GraphExecutor {
                     dtype::format(t)?
                 )));
             }
-            let bytes = shape_bytes(&g.shape[eid], t)?;
+            let bytes =
+                shape_bytes(&g.shape[eid], t).map_err(|e| e.context(format!("graph JSON attrs.shape[{eid}]")))?;
             let dev_type = self.entry_device_type(eid);
+            // The planner numbers storage densely, so an id is below the number of entries; a
+            // larger one would size the slot table from the input alone (TVM resizes to it).
+            if sid >= ne {
+                return Err(Error::value(format!(
+                    "graph JSON attrs.storage_id[{eid}] is {sid}, not below the number of entries ({ne})"
+                )));
+            }
             if sid >= slots.len() {
                 slots.resize_with(sid + 1, || Slot { size: 0, device_type: -1, linked: None, users: 0 });
             }
@@ -225,6 +233,22 @@ impl GraphExecutor {
             slot.size = slot.size.max(bytes);
             slot.device_type = dev_type;
             slot.users += 1;
+        }
+
+        // A graph whose CPU storage cannot fit in this machine's memory fails here, naming its
+        // largest entry, before anything is allocated.
+        let cpu_total = slots
+            .iter()
+            .filter(|s| s.linked.is_none() && self.slot_device(s.device_type).device_type == 1)
+            .fold(0usize, |acc, s| acc.saturating_add(s.size));
+        if let Some(limit) = device::cpu::memory_limit().filter(|&l| cpu_total > l) {
+            let eid = (0..ne).max_by_key(|&e| shape_bytes(&g.shape[e], g.dltype[e]).unwrap_or(0)).unwrap_or(0);
+            return Err(Error::value(format!(
+                "graph JSON attrs.shape: the graph's storage needs {cpu_total} bytes, more than this machine's \
+                 memory ({limit} bytes); the largest entry is attrs.shape[{eid}] = {:?} of node {}",
+                g.shape[eid],
+                self.entry_node_name(eid)
+            )));
         }
 
         // Factory parameters that can be shared: an input whose slot holds only it.
@@ -300,6 +324,13 @@ impl GraphExecutor {
             }
         }
         Ok(())
+    }
+
+    /// The name of the node that produces entry `eid`.
+    fn entry_node_name(&self, eid: usize) -> &str {
+        let g = &self.graph;
+        let nid = g.node_row_ptr.partition_point(|&p| p as usize <= eid).saturating_sub(1);
+        g.nodes.get(nid).map_or("?", |n| n.name.as_str())
     }
 
     fn slot_device(&self, device_type: i32) -> DLDevice {
