@@ -125,6 +125,17 @@ def split_blob(payload):
             r.str()
         elif key == "metadata_module":
             pass
+        elif key in ("metadata", "const_loader"):
+            r.vec_str()
+            for _ in range(r.u64()):
+                r.ndarray()
+            r.vec_str()
+            for _ in range(r.u64()):
+                r.vec_str()
+        elif key.endswith("_json"):
+            r.str()
+            r.str()
+            r.vec_str()
         else:
             out.append((key, None))
             break
@@ -240,6 +251,10 @@ def main():
                         add("kernel_meta", fmap_of(entry), tag)
                     elif key == "VMExecutable":
                         add("vm_executable", Reader(entry).str(), tag)
+                    elif key in ("metadata", "const_loader"):
+                        add("metadata", entry, tag, limit=512 << 10)
+                    elif key.endswith("_json"):
+                        add("json_runtime", entry, tag)
                     elif key == "AotExecutorFactory":
                         add("aot_factory", entry, tag, limit=512 << 10)
                         r = Reader(entry)
@@ -266,6 +281,8 @@ def main():
     add("params", params([]), "hand-made (empty)")
     add("aot_factory", u64(1) + u64(1) + s(b"p0") + record((2,), 2, 32, struct.pack("<ff", 1, 2)) + s(b"default"),
         "hand-made")
+    add("metadata", u64(1) + s(b"c0") + u64(1) + record((2,), 2, 32, struct.pack("<ff", 1, 2)) + u64(1) + s(b"f0")
+        + u64(1) + u64(1) + s(b"c0"), "hand-made")
     # Blobs: a library importing two OpenCL modules, legacy layout (no tree), an empty blob.
     cl = open(os.path.join(tf, "opencl_kernels.cl"), "rb").read()
     meta = json.load(open(os.path.join(tf, "opencl_kernels.tvm_meta.json")))
@@ -323,7 +340,8 @@ def main():
     for key in [b"client:mykey -timeout=10", b"server:rasp3b", b"client:abc -token=secret", b""]:
         add("rpc_handshake", i32(0xff271) + i32(len(key)) + key, "hand-made")
     for t in ("blob", "params", "ndarray_record", "graph_json", "opencl_payload", "cuda_payload",
-              "kernel_meta", "vm_executable", "aot_factory", "rpc_packet", "rpc_handshake", "rpc_server"):
+              "kernel_meta", "vm_executable", "aot_factory", "rpc_packet", "rpc_handshake", "rpc_server",
+              "metadata", "json_runtime"):
         d = os.path.join(OUT, t)
         os.makedirs(d, exist_ok=True)
         for old in os.listdir(d):

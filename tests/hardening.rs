@@ -62,6 +62,15 @@ fn feed(target: &str, data: &[u8]) -> std::result::Result<bool, String> {
             .call(&[Value::bytes(data.to_vec()), Value::Module(lib())])
             .is_ok(),
         "aot_factory" => blob_entry("AotExecutorFactory", data).is_ok(),
+        "metadata" => blob_entry("metadata", data).is_ok(),
+        "json_runtime" => {
+            use tvm_runtime::byoc::json::{graph::Graph, read_payload};
+            let mut r = Reader::new(data, "json runtime payload");
+            read_payload(&mut r)
+                .and_then(|(_, json, consts)| Graph::parse(&json, &consts))
+                .and_then(|g| tvm_runtime::byoc::dnnl::ops::analyze(&g).map(drop))
+                .is_ok()
+        }
         "rpc_packet" => tvm_runtime::rpc::codec::decode_packet(data).is_ok(),
         "rpc_handshake" => matches!(tvm_runtime::rpc::codec::parse_client_hello(data, 4096), Ok(Some(_))),
         "rpc_server" => {

@@ -381,6 +381,34 @@ pub fn aot_factory(data: &[u8]) {
     }
 }
 
+/// `metadata`: the blob entry of a BYOC `metadata` module (v0.8; `const_loader` in v0.9+: same
+/// payload): its constants and the constant names of each offloaded region, through
+/// `runtime.module.loadbinary_metadata`, then saved and loaded again. The regions' modules are
+/// absent here (the blob has only this entry), so initialisation is not reached: what is
+/// fuzzed is the payload and its checks.
+pub fn metadata(data: &[u8]) {
+    for key in ["metadata", "const_loader"] {
+        let Ok(m) = load_entry(key, data) else { continue };
+        assert_eq!(m.type_key(), key);
+        let saved = m.node().save_to_binary().expect("saving a loaded metadata module");
+        let again = load_entry(key, &saved).expect("loading a saved metadata module");
+        assert_eq!(again.node().save_to_binary().expect("saving again"), saved);
+    }
+}
+
+/// `json_runtime`: the payload of a JSON runtime module (symbol, graph JSON, constant names) as
+/// a `dnnl_json` entry holds it: read, the graph parsed and checked by the JSON runtime base,
+/// then each node checked by the DNNL backend's operator analysis (shapes, attributes, arity).
+/// oneDNN itself is not called: building its primitives is the library's work, not a parser.
+pub fn json_runtime(data: &[u8]) {
+    use tvm_runtime::byoc::json::{graph::Graph, read_payload};
+    let mut r = Reader::new(data, "json runtime payload");
+    let Ok((_symbol, json, consts)) = read_payload(&mut r) else { return };
+    let Ok(g) = Graph::parse(&json, &consts) else { return };
+    assert!(g.num_entries() >= g.nodes.len(), "a parsed graph has fewer entries than nodes");
+    let _ = tvm_runtime::byoc::dnnl::ops::analyze(&g);
+}
+
 /// `rpc_packet`: one RPC packet body (code and payload, after the `u64` length) through the
 /// decoder both sides use; a decoded call, return, init or system call is encoded again and must
 /// decode to the same bytes. Also the split `kCopyToRemote` head reader and the length check.
