@@ -98,6 +98,15 @@ pub fn max_concurrency() -> usize {
     config::settings().slots
 }
 
+/// Tells the pool that another runtime's thread team that spins between its parallel regions
+/// (oneDNN built on GNU OpenMP, whose threads busy-wait by default) runs in this process: from
+/// now on idle workers sleep on their futex instead of polling with `sched_yield`, which on a
+/// machine without spare cores would leave them waiting for a spinner's time slice to end at
+/// every launch. Called when such a library is opened; `TVM_THREAD_POOL_SPIN_COUNT` overrides it.
+pub fn share_cpus_with_spinning_team() {
+    pool::note_spinning_team();
+}
+
 /// True when the calling thread is one of the pool's worker threads.
 pub fn is_pool_worker() -> bool {
     pool::is_worker()

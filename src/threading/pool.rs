@@ -495,6 +495,27 @@ fn wait_done(slot: &Slot, expected: u32, spin: Spin) {
     }
 }
 
+/// Set once another runtime's thread team runs beside the pool in this process (oneDNN's OpenMP
+/// team, see [`super::share_cpus_with_spinning_team`]).
+static SPINNING_TEAM: AtomicBool = AtomicBool::new(false);
+
+pub(super) fn note_spinning_team() {
+    SPINNING_TEAM.store(true, Ordering::Relaxed);
+}
+
+/// How an idle worker waits for its next task. A thread team that spins between its own
+/// parallel regions (GNU OpenMP's default) keeps the CPUs busy: a worker that polls with
+/// `sched_yield` on the same CPU then runs only when the spinner's time slice ends (a timer tick,
+/// ~4 ms), every launch. Sleeping on the futex instead gets the worker woken with the
+/// scheduler's wake-up preference, in microseconds. Explicit spin counts are honoured as given.
+fn idle_spin(spin: Spin, spinning_team: bool) -> Spin {
+    if spin == Spin::Timed && spinning_team {
+        Spin::Yields(0)
+    } else {
+        spin
+    }
+}
+
 /// Least time between two [`unstack`] moves of one worker.
 const MOVE_INTERVAL: Duration = Duration::from_millis(2);
 
@@ -524,7 +545,8 @@ fn worker_main(pool: &'static Pool, idx: usize) {
     let mut window = IDLE_POLL_MIN;
     let mut last_move: Option<Instant> = None;
     loop {
-        let (job, waited) = wait_job(slot, seen, s.spin, window, &super::runs_active);
+        let (job, waited) =
+            wait_job(slot, seen, idle_spin(s.spin, SPINNING_TEAM.load(Ordering::Relaxed)), window, &super::runs_active);
         seen = job;
         window = next_idle_window(waited).max(window / 2);
         // SAFETY: the acquire load in `wait_job` synchronised with the launcher's release bump,
@@ -734,6 +756,26 @@ mod tests {
         assert!(IDLE_POLL_MAX * 10 <= wait && wait * 5 <= RUN_POLL);
         assert!(!slept_waiting(wait, true), "slept during a run");
         assert!(slept_waiting(wait, false), "did not sleep outside a run");
+    }
+
+    #[test]
+    fn idle_workers_sleep_beside_a_spinning_team_unless_told_otherwise() {
+        assert_eq!(idle_spin(Spin::Timed, false), Spin::Timed);
+        assert_eq!(idle_spin(Spin::Timed, true), Spin::Yields(0));
+        assert_eq!(idle_spin(Spin::Yields(500), true), Spin::Yields(500));
+        // Yields(0): no polling at all, straight to the futex.
+        let mut polls = 0;
+        assert!(poll_for(
+            || {
+                polls += 1;
+                None::<()>
+            },
+            Spin::Yields(0),
+            PAUSE_POLL,
+            ACTIVE_POLL
+        )
+        .is_none());
+        assert_eq!(polls, 1);
     }
 
     #[test]

@@ -35,6 +35,9 @@ pub fn dnnl() -> Result<&'static Dnnl> {
         // SAFETY: valid out-pointer; engine kind CPU, index 0.
         let s = unsafe { (lib.c.engine_create)(&mut engine, sys::CPU, 0) };
         lib.check(s, || "creating the CPU engine".into()).map_err(|e| e.to_string())?;
+        if lib.omp_spins() {
+            crate::threading::share_cpus_with_spinning_team();
+        }
         Ok(Dnnl { lib, engine })
     })
     .as_ref()

@@ -386,6 +386,15 @@ impl Lib {
         format!("oneDNN {}.{}.{} ({hash}, CPU runtime {rt}) from {}", v.major, v.minor, v.patch, self.path)
     }
 
+    /// True when oneDNN runs on OpenMP and its threads busy-wait between parallel regions (GNU
+    /// OpenMP's default unless `OMP_WAIT_POLICY=passive`).
+    pub fn omp_spins(&self) -> bool {
+        // SAFETY: a static struct, see `open`.
+        let v = unsafe { &*(self.c.version)() };
+        let passive = std::env::var("OMP_WAIT_POLICY").is_ok_and(|p| p.eq_ignore_ascii_case("passive"));
+        v.cpu_runtime == 2 && !passive
+    }
+
     /// Turns a status into a result.
     pub fn check(&self, s: DnnlStatus, what: impl FnOnce() -> String) -> Result<()> {
         if s == SUCCESS {
