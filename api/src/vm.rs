@@ -133,7 +133,9 @@ impl VmValue {
             let fields = adt
                 .fields
                 .iter()
-                .map(|f| f.as_ref().ok_or_else(|| Error::value("a VM result field is None")).and_then(VmValue::from_object))
+                .map(|f| {
+                    f.as_ref().ok_or_else(|| Error::value("a VM result field is None")).and_then(VmValue::from_object)
+                })
                 .collect::<Result<Vec<_>>>()?;
             return Ok(VmValue::Tuple { tag: adt.tag, fields });
         }
@@ -218,7 +220,11 @@ impl VirtualMachine {
         }
         let mut args = Vec::new();
         for d in devs {
-            args.extend([Value::Int(i64::from(d.device_type())), Value::Int(i64::from(d.id())), Value::Int(alloc.code())]);
+            args.extend([
+                Value::Int(i64::from(d.device_type())),
+                Value::Int(i64::from(d.id())),
+                Value::Int(alloc.code()),
+            ]);
         }
         module.function("init")?.call(args)?;
         Ok(VirtualMachine { module, exec: exec.clone(), info, profiling })
@@ -351,10 +357,11 @@ mod tests {
         let t = |x: f32| VmValue::Tensor(NDArray::from_slice(&[x], &[1], Device::cpu()).unwrap());
         let v = VmValue::Tuple {
             tag: 0,
-            fields: vec![VmValue::Tuple { tag: 0, fields: vec![t(1.0), t(2.0)] }, t(3.0), VmValue::Tuple {
-                tag: 0,
-                fields: vec![],
-            }],
+            fields: vec![
+                VmValue::Tuple { tag: 0, fields: vec![t(1.0), t(2.0)] },
+                t(3.0),
+                VmValue::Tuple { tag: 0, fields: vec![] },
+            ],
         };
         let flat: Vec<f32> = v.flatten().iter().map(|a| a.to_vec::<f32>().unwrap()[0]).collect();
         assert_eq!(flat, vec![1.0, 2.0, 3.0]);

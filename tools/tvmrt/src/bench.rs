@@ -3,8 +3,8 @@
 //! executor.
 
 use crate::common::{self, ModelArgs};
-use crate::model::{self, Runner};
 use crate::fail::{Fail, Result};
+use crate::model::{self, Runner};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 use std::path::PathBuf;

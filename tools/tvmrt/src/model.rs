@@ -322,7 +322,9 @@ pub fn resolve_inputs(
         if let Some((_, f)) = files.iter().find(|(n, _)| n == &t.name) {
             let a = match source(f)? {
                 Source::File(p) => npy::read(p)?,
-                Source::Random(..) => return Err(Fail::input(format!("parameter {}: random values only for inputs", t.name))),
+                Source::Random(..) => {
+                    return Err(Fail::input(format!("parameter {}: random values only for inputs", t.name)))
+                }
             };
             common::check_tensor(&a, t, &format!("parameter {} ({})", t.name, f.display()))?;
             out.push((t.name.clone(), a));

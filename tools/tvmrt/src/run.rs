@@ -2,8 +2,8 @@
 //! outputs, summarise them and optionally compare them with expected ones.
 
 use crate::common::{self, tensor_str, ModelArgs};
-use crate::model::{self, Runner};
 use crate::fail::{Fail, Result};
+use crate::model::{self, Runner};
 use crate::npy;
 use serde_json::{json, Value as Json};
 use std::path::{Path, PathBuf};
