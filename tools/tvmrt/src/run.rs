@@ -94,6 +94,12 @@ type Ran = (Vec<Output>, Vec<(String, NDArray)>, Json);
 
 /// Runs a model (graph, AOT or VM).
 fn run_model(a: &Args, dev: Device, loaded: common::Loaded) -> Result<Ran> {
+    if !a.args.is_empty() {
+        return Err(Fail::input(format!(
+            "{}: positional arguments are for a library function; give a model's inputs with --input NAME=FILE.npy",
+            a.model.model.display()
+        )));
+    }
     common::check_model_device(&loaded.module, dev, &a.model.model)?;
     let vm_func = a.function.as_deref().unwrap_or("main");
     let (mut runner, create) = Runner::create(&loaded.module, &a.model, dev, vm_func, false)?;

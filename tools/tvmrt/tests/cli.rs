@@ -619,6 +619,7 @@ fn vm_executables_inspect_and_run_like_tvm() {
     );
     // Inputs whose shapes the executable does not record: one clear line; random:DTYPE[SHAPE].
     fails(&["run", &t("vm_dyn_batch.so")], 1, "does not record the shape of input");
+    fails(&["run", &t("vm_mlp.so"), "--function", "main", &t("vm_mlp.run0.input0.npy")], 1, "positional arguments");
     let j = ok_json(&["run", &t("vm_dyn_batch.so"), "--input", "0=random:float32[7,784]", "--json"]);
     assert_eq!(j["outputs"][0]["shape"][0], 7);
     fails(&["run", &t("vm_mlp.so"), "--function", "nope", "--input", "0=random:float32[1,784]"], 1, "no function nope");
