@@ -188,34 +188,37 @@ fn devices_dl(devices: &[Device]) -> Result<Vec<tvm_runtime::abi::DLDevice>> {
     Ok(devices.iter().map(|d| d.dl()).collect())
 }
 
-/// Something that names a graph input: its name or its index.
+/// Something that names an executor input: its name or its index (`usize`, `&str`, `String`).
+/// Used by [`GraphExecutor`] and [`crate::AotExecutor`].
 pub trait InputKey {
-    /// The input index in `exec`, or an error naming the missing input.
-    fn index_in(&self, exec: &GraphExecutor) -> Result<usize>;
+    /// The key as a name or an index.
+    fn input_ref(&self) -> InputRef<'_>;
+}
+
+/// An input named by index or by name (what an [`InputKey`] says).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputRef<'a> {
+    /// The input's position.
+    Index(usize),
+    /// The input's name.
+    Name(&'a str),
 }
 
 impl InputKey for usize {
-    fn index_in(&self, exec: &GraphExecutor) -> Result<usize> {
-        let n = exec.num_inputs();
-        if *self >= n {
-            return Err(Error::index(format!("input index {self} out of range: the graph has {n} inputs")));
-        }
-        Ok(*self)
+    fn input_ref(&self) -> InputRef<'_> {
+        InputRef::Index(*self)
     }
 }
 
 impl InputKey for &str {
-    fn index_in(&self, exec: &GraphExecutor) -> Result<usize> {
-        exec.input_index(self).ok_or_else(|| {
-            let names: Vec<String> = exec.info().inputs.into_iter().map(|t| t.name).collect();
-            Error::key(format!("the graph has no input named {self} (its inputs: {})", names.join(", ")))
-        })
+    fn input_ref(&self) -> InputRef<'_> {
+        InputRef::Name(self)
     }
 }
 
 impl InputKey for String {
-    fn index_in(&self, exec: &GraphExecutor) -> Result<usize> {
-        self.as_str().index_in(exec)
+    fn input_ref(&self) -> InputRef<'_> {
+        InputRef::Name(self)
     }
 }
 
@@ -274,9 +277,26 @@ impl GraphExecutor {
         self.exec().input_index(name)
     }
 
+    /// The index an input key names, or an error naming the missing input.
+    fn resolve(&self, input: &impl InputKey) -> Result<usize> {
+        match input.input_ref() {
+            InputRef::Index(i) => {
+                let n = self.num_inputs();
+                if i >= n {
+                    return Err(Error::index(format!("input index {i} out of range: the graph has {n} inputs")));
+                }
+                Ok(i)
+            }
+            InputRef::Name(name) => self.input_index(name).ok_or_else(|| {
+                let names: Vec<String> = self.info().inputs.into_iter().map(|t| t.name).collect();
+                Error::key(format!("the graph has no input named {name} (its inputs: {})", names.join(", ")))
+            }),
+        }
+    }
+
     /// Copies `value` into an input (by name or index); its dtype and shape must match.
     pub fn set_input(&mut self, input: impl InputKey, value: &NDArray) -> Result<()> {
-        let idx = input.index_in(self)?;
+        let idx = self.resolve(&input)?;
         let g = self.exec().graph();
         let eid = g.entry_id(NodeEntry { node_id: g.arg_nodes[idx], index: 0 });
         if value.shape() != g.shape[eid].as_slice() {
@@ -292,7 +312,7 @@ impl GraphExecutor {
 
     /// A copy of an input (by name or index).
     pub fn get_input(&self, input: impl InputKey) -> Result<NDArray> {
-        let idx = input.index_in(self)?;
+        let idx = self.resolve(&input)?;
         let view = NDArray(self.exec().get_input(idx)?);
         view.copy_to(view.device())
     }

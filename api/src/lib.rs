@@ -38,6 +38,38 @@
 //! # }
 //! ```
 //!
+//! # AOT models and Relay VM executables
+//!
+//! [`AotExecutor`] runs the exports of `relay.build(..., executor=Executor("aot"))` (TVM
+//! v0.9+) as [`GraphExecutor`] runs graph models. [`VirtualMachine`] runs executables of
+//! `relay.vm.compile` (dynamic shapes, control flow, tuple results):
+//!
+//! ```
+//! use tvm_rt::{AllocatorKind, Device, Module, NDArray, VirtualMachine};
+//!
+//! # fn main() -> tvm_rt::Result<()> {
+//! # let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/fixtures-vm/vm_tuple.so");
+//! # if !std::path::Path::new(path).exists() {
+//! #     assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "fixture {path} missing");
+//! #     eprintln!("SKIP: {path} not found");
+//! #     return Ok(());
+//! # }
+//! // An executable exported by TVM's `exe.mod.export_library("vm_tuple.so")`.
+//! let exe = Module::load(path)?;
+//! let info = exe.vm_info().expect("a VM executable");
+//! let main = info.function("main").expect("main");
+//! assert_eq!(main.params.len(), 2); // the executable records names, not shapes
+//!
+//! let mut vm = VirtualMachine::new(&exe, &[Device::cpu()], AllocatorKind::Pooled)?;
+//! let x = NDArray::from_slice(&[1.0f32; 15], &[3, 5], Device::cpu())?;
+//! let y = NDArray::from_slice(&[2.0f32; 15], &[3, 5], Device::cpu())?;
+//! // A nested tuple result, flattened depth first.
+//! let outputs = vm.run("main", &[x, y])?;
+//! assert_eq!(outputs.len(), 3);
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # Functions and the registry
 //!
 //! ```
@@ -72,6 +104,7 @@
 //! [`Module::from_bytes`] loads a model library from its bytes without writing them to a file
 //! (Linux `memfd_create`), for models kept encrypted at rest.
 
+mod aot;
 mod device;
 mod function;
 mod graph;
@@ -79,13 +112,16 @@ mod module;
 mod ndarray;
 pub mod rpc;
 mod value;
+mod vm;
 
+pub use aot::{AotExecutor, AotInfo};
 pub use device::{DataType, Device};
 pub use function::{list_globals, register, register_override, unregister, Function};
-pub use graph::{FactoryInfo, GraphExecutor, GraphInfo, InputKey, OpNode, OpProfile, TensorInfo};
+pub use graph::{FactoryInfo, GraphExecutor, GraphInfo, InputKey, InputRef, OpNode, OpProfile, TensorInfo};
 pub use module::Module;
 pub use ndarray::{Element, NDArray};
 pub use value::{IntoArgs, Object, Opaque, Value};
+pub use vm::{AllocatorKind, VirtualMachine, VmExecutableInfo, VmFunctionInfo, VmOpProfile, VmValue};
 
 pub use half::{bf16, f16};
 pub use tvm_runtime::error::Error;
@@ -128,6 +164,9 @@ mod send_sync {
         assert_send_sync::<crate::Module>();
         assert_send_sync::<crate::Function>();
         assert_send_sync::<crate::GraphExecutor>();
+        assert_send_sync::<crate::AotExecutor>();
+        assert_send_sync::<crate::VirtualMachine>();
+        assert_send_sync::<crate::VmValue>();
         assert_send_sync::<crate::Value>();
         assert_send_sync::<crate::Object>();
         assert_send_sync::<crate::Error>();

@@ -125,6 +125,9 @@ impl Module {
         if let Some(f) = m.downcast::<FunctionModule>() {
             return Some(f.names());
         }
+        if let Some(v) = self.other_function_names() {
+            return Some(v);
+        }
         if let Some(c) = m.downcast::<tvm_runtime::device::opencl::module::OpenClModule>() {
             return Some(c.fmap().keys().cloned().collect());
         }
@@ -132,6 +135,84 @@ impl Module {
             return Some(c.fmap().keys().cloned().collect());
         }
         None
+    }
+
+    /// The functions of the AOT, VM and BYOC module kinds.
+    fn other_function_names(&self) -> Option<Vec<String>> {
+        use tvm_runtime::{aot, byoc, vm};
+        let m = &self.0;
+        let owned = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<String>>();
+        if let Some(f) = m.downcast::<aot::AotExecutorFactory>() {
+            return Some(vec![f.module_name().to_owned(), "list_module_names".into(), "remove_params".into()]);
+        }
+        if m.downcast::<aot::AotExecutor>().is_some() {
+            return Some(owned(AOT_EXECUTOR_FUNCTIONS));
+        }
+        if m.downcast::<aot::MetadataModule>().is_some() {
+            return Some(owned(&["get_metadata"]));
+        }
+        if m.downcast::<vm::module::ExecutableModule>().is_some() {
+            return Some(owned(VM_EXECUTABLE_FUNCTIONS));
+        }
+        if m.downcast::<vm::module::VirtualMachine>().is_some() {
+            return Some(owned(VM_FUNCTIONS));
+        }
+        if m.downcast::<byoc::json::JsonModule>().is_some() {
+            let sym = self.external_symbol()?;
+            return Some(vec![sym.clone(), format!("__init_{sym}"), "get_symbol".into(), "get_const_vars".into()]);
+        }
+        if m.downcast::<byoc::metadata::MetadataModule>().is_some() {
+            // Its functions are the offloaded regions' (found in its imports, each initialised
+            // with its constants on first lookup) and the constants' map.
+            let mut v: Vec<String> = self.imports().iter().filter_map(Module::external_symbol).collect();
+            v.push("get_const_var_ndarray".into());
+            return Some(v);
+        }
+        None
+    }
+
+    /// For an external (BYOC) runtime module such as `dnnl_json`: the symbol of the offloaded
+    /// region it runs (`get_symbol`); `None` for other kinds.
+    pub fn external_symbol(&self) -> Option<String> {
+        self.0.downcast::<tvm_runtime::byoc::json::JsonModule>()?;
+        match self.function("get_symbol").ok()?.call(()).ok()? {
+            crate::Value::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// For an external (BYOC) runtime module: the names of the constants it is initialised with
+    /// (`get_const_vars`); `None` for other kinds.
+    pub fn external_const_vars(&self) -> Option<Vec<String>> {
+        self.0.downcast::<tvm_runtime::byoc::json::JsonModule>()?;
+        match self.function("get_const_vars").ok()?.call(()).ok()? {
+            crate::Value::Object(o) => o
+                .as_array()?
+                .into_iter()
+                .map(|v| match v {
+                    crate::Value::Str(s) => Some(s),
+                    _ => None,
+                })
+                .collect(),
+            _ => None,
+        }
+    }
+
+    /// For the `metadata` / `const_loader` module of a BYOC export: the constants it holds
+    /// for the offloaded regions, by name, in stored order; `None` for other kinds.
+    pub fn byoc_constants(&self) -> Option<Vec<(String, crate::NDArray)>> {
+        self.0.downcast::<tvm_runtime::byoc::metadata::MetadataModule>()?;
+        match self.function("get_const_var_ndarray").ok()?.call(()).ok()? {
+            crate::Value::Object(o) => o
+                .as_map()?
+                .into_iter()
+                .map(|(k, v)| match (k, v) {
+                    (crate::Value::Str(k), crate::Value::NDArray(a)) => Some((k, a)),
+                    _ => None,
+                })
+                .collect(),
+            _ => None,
+        }
     }
 
     /// The file a `library` module was loaded from (`<memory:NAME>` for one loaded from bytes);
@@ -172,6 +253,44 @@ const EXECUTOR_FUNCTIONS: &[&str] = &[
     "run_from_inputs",
     "load_params",
     "share_params",
+];
+
+/// The functions of an AOT executor (TVM v0.18's `AotModule` calls them).
+const AOT_EXECUTOR_FUNCTIONS: &[&str] = &[
+    "set_input",
+    "set_input_zero_copy",
+    "set_output_zero_copy",
+    "get_input",
+    "get_output",
+    "get_num_inputs",
+    "get_num_outputs",
+    "run",
+    "get_input_index",
+    "get_input_name",
+];
+
+/// The functions of a Relay VM executable (`tvm/runtime/vm.py` calls them).
+const VM_EXECUTABLE_FUNCTIONS: &[&str] = &[
+    "get_lib",
+    "get_bytecode",
+    "get_constants",
+    "get_stats",
+    "save",
+    "get_function_arity",
+    "get_function_param_name",
+    "vm_load_executable",
+];
+
+/// The functions of a Relay VM (`profile`, `profile_rpc` on the profiling VM's too).
+const VM_FUNCTIONS: &[&str] = &[
+    "init",
+    "set_input",
+    "invoke",
+    "invoke_stateful",
+    "invoke_return_to_device",
+    "get_output",
+    "get_num_outputs",
+    "get_input_index",
 ];
 
 /// The debug executor's additional functions (§8.2).

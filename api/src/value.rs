@@ -80,6 +80,21 @@ impl Object {
             .map(|a| a.items.iter().map(|o| Value::from_core(CoreValue::from_opt_object(o.clone()))).collect())
     }
 
+    /// The entries (key, value) in stored order, if this is a `runtime.Map`.
+    pub fn as_map(&self) -> Option<Vec<(Value, Value)>> {
+        self.0.downcast::<tvm_runtime::object::MapObj>().map(|m| {
+            m.entries
+                .values()
+                .map(|(k, v)| {
+                    (
+                        Value::from_core(CoreValue::from_object(k.clone())),
+                        Value::from_core(CoreValue::from_opt_object(v.clone())),
+                    )
+                })
+                .collect()
+        })
+    }
+
     /// The dimensions, if this is a `runtime.ShapeTuple`.
     pub fn as_shape(&self) -> Option<Vec<i64>> {
         self.0.downcast::<ShapeTupleObj>().map(|s| s.dims().to_vec())

@@ -53,6 +53,11 @@ impl AotExecutorFactory {
         &self.module_name
     }
 
+    /// The params it sets on each executor it creates, in stored order.
+    pub fn params(&self) -> &[(String, NDArray)] {
+        &self.params
+    }
+
     fn code_module(this: &Module) -> Result<Module> {
         this.imports().into_iter().next().ok_or_else(|| Error::value("AotExecutorFactory has no import #0 to run"))
     }

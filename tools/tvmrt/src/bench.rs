@@ -4,6 +4,7 @@
 
 use crate::common::{self, ModelArgs};
 use crate::fail::{Fail, Result};
+use crate::model::{self, Runner};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 use std::path::PathBuf;
@@ -14,9 +15,13 @@ use std::time::{Duration, Instant};
 pub struct Args {
     #[command(flatten)]
     pub model: ModelArgs,
-    /// An input from an .npy file (repeatable); inputs not given get seeded random values.
+    /// An input from an .npy file, or `NAME=random:DTYPE[D0,...]` (repeatable); inputs of known
+    /// shape not given get seeded random values (a Relay VM's inputs must all be given).
     #[arg(long, short, value_name = "NAME=FILE.npy", value_parser = common::name_file)]
     pub input: Vec<(String, PathBuf)>,
+    /// The function of a Relay VM executable to time.
+    #[arg(long, short, value_name = "NAME", default_value = "main")]
+    pub function: Option<String>,
     /// Untimed runs before measuring.
     #[arg(long, default_value_t = 3)]
     pub warmup: usize,
@@ -26,7 +31,8 @@ pub struct Args {
     /// Threads of the runtime's thread pool (default: one per core, or TVM_NUM_THREADS).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub threads: Option<u64>,
-    /// Also time each operator on its own with the debug executor and print the table.
+    /// Also time each operator: on its own with the debug executor (graph models), or during
+    /// one run of the profiling VM (Relay VM); not for AOT models.
     #[arg(long)]
     pub profile: bool,
     /// Seed of the random inputs.
@@ -59,16 +65,17 @@ pub fn main(a: &Args) -> Result<()> {
     let dev = common::device(&a.model.device)?;
     let loaded = common::load(&a.model.model)?;
     common::check_model_device(&loaded.module, dev, &a.model.model)?;
-    let info = common::graph_info(&loaded.module, &a.model)?;
-    let devices = common::devices_for(&info, dev);
-    let t0 = Instant::now();
-    let mut exec = common::executor(&loaded.module, &a.model, &devices, false)?;
-    let create = t0.elapsed();
-    let inputs = common::inputs(&info, &a.input, a.seed)?;
-    for (name, arr) in &inputs {
-        exec.set_input(name.as_str(), arr)?;
+    let kind = model::kind(&loaded.module, &a.model)?;
+    if a.profile && kind == model::Kind::Aot {
+        return Err(Fail::input(
+            "--profile: the AOT executor has no per-operator profiler (TVM's has none either); bench it without --profile",
+        ));
     }
-    let timed = |exec: &mut tvm_rt::GraphExecutor| -> Result<Duration> {
+    let vm_func = a.function.as_deref().unwrap_or("main");
+    let (mut exec, create) = Runner::create(&loaded.module, &a.model, dev, vm_func, false)?;
+    let inputs = model::resolve_inputs(&a.model.model, &exec.inputs(), &a.input, a.seed)?;
+    exec.set_inputs(&inputs)?;
+    let timed = |exec: &mut Runner| -> Result<Duration> {
         let t = Instant::now();
         exec.run()?;
         dev.sync()?;
@@ -111,10 +118,8 @@ pub fn main(a: &Args) -> Result<()> {
     let throughput = if total_ms > 0.0 { samples.len() as f64 / (total_ms / 1e3) } else { f64::INFINITY };
 
     let profile = if a.profile {
-        let mut dbg = common::executor(&loaded.module, &a.model, &devices, true)?;
-        for (name, arr) in &inputs {
-            dbg.set_input(name.as_str(), arr)?;
-        }
+        let (mut dbg, _) = Runner::create(&loaded.module, &a.model, dev, vm_func, true)?;
+        dbg.set_inputs(&inputs)?;
         Some(dbg.profile(a.repeat as usize)?)
     } else {
         None
@@ -137,7 +142,7 @@ pub fn main(a: &Args) -> Result<()> {
             "samples_ms": samples,
             "throughput_per_s": throughput,
             "profile": profile.as_ref().map(|p| p.iter().map(|o| json!({
-                "node": o.node, "op": o.func_name, "time_us": o.time_us, "percent": o.percent, "shapes": o.shapes,
+                "node": o.node, "op": o.op, "time_us": o.time_us, "percent": o.percent, "shapes": o.shapes,
             })).collect::<Vec<_>>()),
         });
         println!("{}", serde_json::to_string_pretty(&j).map_err(|e| Fail::input(e.to_string()))?);
@@ -162,11 +167,15 @@ pub fn main(a: &Args) -> Result<()> {
     println!("throughput: {throughput:.2} runs/s");
     if let Some(p) = profile {
         let total: f64 = p.iter().map(|o| o.time_us).sum();
-        let w = p.iter().map(|o| o.func_name.len()).max().unwrap_or(2).max(2);
-        println!("\nper-operator times (debug executor, each operator run {} times):", a.repeat);
+        let w = p.iter().map(|o| o.op.len()).max().unwrap_or(2).max(2);
+        if kind == model::Kind::Vm {
+            println!("\nper-operation times (profiling VM, one run of {vm_func} after 3 untimed):");
+        } else {
+            println!("\nper-operator times (debug executor, each operator run {} times):", a.repeat);
+        }
         println!("{:<w$}  {:>12}  {:>7}  shapes (inputs, outputs)", "op", "time (us)", "percent");
         for o in &p {
-            println!("{:<w$}  {:>12.2}  {:>6.2}%  {}", o.func_name, o.time_us, o.percent, o.shapes.join(", "));
+            println!("{:<w$}  {:>12.2}  {:>6.2}%  {}", o.op, o.time_us, o.percent, o.shapes.join(", "));
         }
         println!("{:<w$}  {:>12.2}  {:>6.2}%  ({} operators)", "total", total, 100.0, p.len());
     }

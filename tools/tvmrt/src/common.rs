@@ -2,7 +2,6 @@
 //! inputs (from files or random), and formatting.
 
 use crate::fail::{Fail, Result};
-use crate::npy;
 use rand::{Rng, SeedableRng};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -118,11 +117,12 @@ pub fn graph_info(m: &Module, a: &ModelArgs) -> Result<GraphInfo> {
     }
     match m.factory_info() {
         Some(info) => Ok(info?.graph),
-        None => Err(not_a_graph(m, a)),
+        None => Err(not_a_model(m, a)),
     }
 }
 
-fn not_a_graph(m: &Module, a: &ModelArgs) -> Fail {
+/// The error for a module that is none of the model kinds tvmrt runs, saying what it is.
+pub fn not_a_model(m: &Module, a: &ModelArgs) -> Fail {
     let what = match m.type_key() {
         "library" => {
             let funcs = m.function_names().unwrap_or_default();
@@ -134,7 +134,10 @@ fn not_a_graph(m: &Module, a: &ModelArgs) -> Fail {
                 if funcs.len() > 5 { ", ..." } else { "" }
             )
         }
-        k => format!("is a {k} module, which tvmrt cannot run yet (it runs graph executor factories and functions)"),
+        k => format!(
+            "is a {k} module, which tvmrt cannot run (it runs graph executor and AOT executor factories, Relay VM \
+             executables and single functions)"
+        ),
     };
     Fail::input(format!("{} {what}", a.model.display()))
 }
@@ -159,7 +162,7 @@ pub fn executor(m: &Module, a: &ModelArgs, devices: &[Device], debug: bool) -> R
         return Ok(e);
     }
     if m.factory_info().is_none() {
-        return Err(not_a_graph(m, a));
+        return Err(not_a_model(m, a));
     }
     Ok(if debug { GraphExecutor::debug_from_factory(m, devices)? } else { GraphExecutor::from_factory(m, devices)? })
 }
@@ -215,53 +218,21 @@ pub fn rng(seed: u64) -> rand::rngs::SmallRng {
     rand::rngs::SmallRng::seed_from_u64(seed)
 }
 
-/// Reads `--input` files and checks them against the graph's inputs (or parameters, which a
-/// file may replace); inputs without a file get random values (said on stderr). Returns
-/// (name, array), inputs in the graph's order, then replaced parameters.
-pub fn inputs(info: &GraphInfo, files: &[(String, PathBuf)], seed: u64) -> Result<Vec<(String, NDArray)>> {
-    for (name, _) in files {
-        if !info.inputs.iter().chain(&info.params).any(|t| &t.name == name) {
-            let names: Vec<&str> = info.inputs.iter().map(|t| t.name.as_str()).collect();
-            return Err(Fail::input(format!(
-                "the model has no input named {name}; its inputs are: {}",
-                names.join(", ")
-            )));
-        }
+/// Parses `DTYPE[D0,D1,...]`.
+pub fn parse_tensor_spec(s: &str) -> Result<(DataType, Vec<i64>)> {
+    let bad = || Fail::input(format!("{s}: expected DTYPE[D0,D1,...], such as float32[1,1000]"));
+    let (dt, rest) = s.split_once('[').ok_or_else(bad)?;
+    let dims = rest.strip_suffix(']').ok_or_else(bad)?;
+    let dtype: DataType = dt.parse().map_err(|_| bad())?;
+    let shape = if dims.trim().is_empty() {
+        Vec::new()
+    } else {
+        dims.split(',').map(|d| d.trim().parse::<i64>().map_err(|_| bad())).collect::<Result<Vec<_>>>()?
+    };
+    if shape.iter().any(|&d| d < 0) {
+        return Err(bad());
     }
-    let mut rng = rng(seed);
-    let mut out = Vec::new();
-    for t in &info.inputs {
-        let a = match files.iter().find(|(n, _)| n == &t.name) {
-            Some((_, f)) => {
-                let a = npy::read(f)?;
-                check_tensor(&a, t, &format!("input {} ({})", t.name, f.display()))?;
-                a
-            }
-            None => {
-                eprintln!(
-                    "tvmrt: input {} {}: random values (seed {seed}; {})",
-                    t.name,
-                    tensor_str(t.dtype, &t.shape),
-                    if t.dtype.code() == 2 || t.dtype.code() == 4 {
-                        "uniform in [0, 1)"
-                    } else {
-                        "integers in [0, 10)"
-                    }
-                );
-                random_array(t, &mut rng)?
-            }
-        };
-        out.push((t.name.clone(), a));
-    }
-    // A file may also replace a parameter of the model.
-    for t in &info.params {
-        if let Some((_, f)) = files.iter().find(|(n, _)| n == &t.name) {
-            let a = npy::read(f)?;
-            check_tensor(&a, t, &format!("parameter {} ({})", t.name, f.display()))?;
-            out.push((t.name.clone(), a));
-        }
-    }
-    Ok(out)
+    Ok((dtype, shape))
 }
 
 /// Fails unless `a` has `t`'s dtype and shape.

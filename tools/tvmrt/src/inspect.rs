@@ -18,6 +18,9 @@ pub struct Args {
     /// List every function (text output shows the first 8 of each module).
     #[arg(long, short)]
     pub all: bool,
+    /// For a Relay VM executable, also print its bytecode (`get_bytecode`; in JSON, `vm.bytecode`).
+    #[arg(long)]
+    pub bytecode: bool,
 }
 
 fn tree_json(m: &Module, devices: &mut BTreeSet<String>, kinds: &mut Vec<String>) -> Json {
@@ -30,6 +33,20 @@ fn tree_json(m: &Module, devices: &mut BTreeSet<String>, kinds: &mut Vec<String>
         o["library"] = json!(p);
     }
     o["functions"] = m.function_names().map_or(Json::Null, |f| json!(f));
+    if let Some(sym) = m.external_symbol() {
+        o["symbol"] = json!(sym);
+        o["const_vars"] = json!(m.external_const_vars().unwrap_or_default());
+    }
+    if let Some(consts) = m.byoc_constants() {
+        o["constants"] = Json::Array(
+            consts
+                .iter()
+                .map(|(n, a)| {
+                    json!({ "name": n, "shape": a.shape(), "dtype": a.dtype().to_string(), "bytes": a.byte_size() })
+                })
+                .collect(),
+        );
+    }
     o["imports"] = Json::Array(m.imports().iter().map(|i| tree_json(i, devices, kinds)).collect());
     o
 }
@@ -84,14 +101,14 @@ fn format_guess(root: &Module, kinds: &[String], functions: &[String]) -> String
         parts.push("AOT executor model (AotExecutorFactory, TVM >= 0.9)".into());
     }
     if has("VMExecutable") {
-        parts.push("Relay VM executable".into());
+        parts.push("Relay VM executable (bytecode format of TVM 0.8.0)".into());
     }
     if has("metadata") {
         parts.push("BYOC partitioned model (metadata module with external runtime modules)".into());
     }
     if functions.iter().any(|f| f.starts_with("tvmgen_")) {
         parts.push("kernels named tvmgen_<module>_*: TVM >= 0.8".into());
-    } else if functions.iter().any(|f| f.starts_with("fused_")) {
+    } else if !has("VMExecutable") && functions.iter().any(|f| f.starts_with("fused_")) {
         parts.push("kernels named fused_*: TVM <= 0.7".into());
     }
     parts.join("; ")
@@ -146,6 +163,54 @@ fn report(a: &Args) -> Result<Json> {
             })
         }
     };
+    let aot = match m.aot_info() {
+        None => Json::Null,
+        Some(info) => {
+            let info = info?;
+            let total: usize = info.param_bytes.iter().map(|(_, b)| b).sum();
+            let largest = info
+                .param_bytes
+                .iter()
+                .max_by_key(|(_, b)| *b)
+                .map(|(name, bytes)| json!({ "name": name, "bytes": bytes }));
+            json!({
+                "module_name": info.module_name,
+                "model_name": info.model_name,
+                "inputs": info.inputs.iter().map(tensor_json).collect::<Vec<_>>(),
+                "outputs": info.outputs.iter().map(tensor_json).collect::<Vec<_>>(),
+                "params": { "count": info.param_bytes.len(), "total_bytes": total, "largest": largest },
+                "workspace_pools": info.workspace_pools.iter().map(tensor_json).collect::<Vec<_>>(),
+                "constants": info.num_constants,
+            })
+        }
+    };
+    let vm = match m.vm_info() {
+        None => Json::Null,
+        Some(info) => {
+            let const_bytes: usize = info.constants.iter().map(|t| t.byte_size()).sum();
+            let mut v = json!({
+                "functions": info.functions.iter().map(|f| json!({
+                    "name": f.name,
+                    "params": f.params,
+                    "param_devices": f.param_device_types.iter().map(|&t| Device::new(t, 0).type_name()).collect::<Vec<_>>(),
+                    "instructions": f.num_instructions,
+                    "registers": f.register_file_size,
+                })).collect::<Vec<_>>(),
+                "primitives": info.primitives,
+                "constants": { "count": info.constants.len(), "total_bytes": const_bytes },
+                "stats": info.stats,
+            });
+            for f in &info.functions {
+                for &t in &f.param_device_types {
+                    devices.insert(Device::new(t, 0).type_name().to_owned());
+                }
+            }
+            if a.bytecode {
+                v["bytecode"] = json!(info.bytecode);
+            }
+            v
+        }
+    };
     Ok(json!({
         "file": a.model.display().to_string(),
         "size_bytes": size,
@@ -154,6 +219,8 @@ fn report(a: &Args) -> Result<Json> {
         "load_ms": common::ms(loaded.load_time),
         "modules": tree,
         "graph": graph,
+        "aot": aot,
+        "vm": vm,
         "devices": devices.into_iter().collect::<Vec<_>>(),
     }))
 }
@@ -177,6 +244,25 @@ fn print_tree(t: &Json, depth: usize, all: bool) {
             );
         }
         None => println!("{indent}    functions: (this module kind does not list them)"),
+    }
+    if let Some(sym) = t["symbol"].as_str() {
+        let vars: Vec<&str> = t["const_vars"].as_array().into_iter().flatten().filter_map(Json::as_str).collect();
+        println!(
+            "{indent}    offloaded region {sym}, constants: {}",
+            if vars.is_empty() { "(none)".to_owned() } else { vars.join(", ") }
+        );
+    }
+    if let Some(c) = t["constants"].as_array() {
+        let total: u64 = c.iter().filter_map(|x| x["bytes"].as_u64()).sum();
+        let shown = if all { c.len() } else { c.len().min(8) };
+        let more = if shown < c.len() { format!(", ... ({} more)", c.len() - shown) } else { String::new() };
+        println!(
+            "{indent}    {} constant{} ({}): {}{more}",
+            c.len(),
+            if c.len() == 1 { "" } else { "s" },
+            human_bytes(total),
+            tensors(&Json::Array(c[..shown].to_vec()))
+        );
     }
     for i in t["imports"].as_array().into_iter().flatten() {
         print_tree(i, depth + 1, all);
@@ -242,6 +328,49 @@ pub fn main(a: &Args) -> Result<()> {
         kinds.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
         let kinds: Vec<String> = kinds.iter().map(|(k, n)| format!("{k} x{n}")).collect();
         println!("  op kinds: {}", kinds.join(", "));
+    }
+    let aot = &r["aot"];
+    if !aot.is_null() {
+        println!(
+            "AOT model {} (create with `{}`):",
+            aot["model_name"].as_str().unwrap_or("?"),
+            aot["module_name"].as_str().unwrap_or("default")
+        );
+        println!("  inputs:  {}", tensors(&aot["inputs"]));
+        println!("  outputs: {}", tensors(&aot["outputs"]));
+        let p = &aot["params"];
+        println!("  params:  {} ({})", p["count"], human_bytes(p["total_bytes"].as_u64().unwrap_or(0)));
+        let pools = aot["workspace_pools"].as_array().map_or(0, Vec::len);
+        if pools > 0 || aot["constants"].as_u64().unwrap_or(0) > 0 {
+            println!(
+                "  memory planner pools: {} workspace ({}), {} constants",
+                pools,
+                tensors(&aot["workspace_pools"]),
+                aot["constants"]
+            );
+        }
+    }
+    let vm = &r["vm"];
+    if !vm.is_null() {
+        println!("Relay VM executable:");
+        for f in vm["functions"].as_array().into_iter().flatten() {
+            let params: Vec<&str> = f["params"].as_array().into_iter().flatten().filter_map(Json::as_str).collect();
+            println!(
+                "  function {}({}): {} instructions, {} registers",
+                f["name"].as_str().unwrap_or("?"),
+                params.join(", "),
+                f["instructions"],
+                f["registers"]
+            );
+        }
+        println!("  input shapes: not recorded by the executable (give inputs with tvmrt run --input NAME=FILE.npy)");
+        for line in vm["stats"].as_str().unwrap_or("").lines() {
+            println!("  {line}");
+        }
+        if let Some(b) = vm["bytecode"].as_str() {
+            println!("bytecode:");
+            print!("{b}");
+        }
     }
     let devs: Vec<&str> = r["devices"].as_array().into_iter().flatten().filter_map(Json::as_str).collect();
     println!("devices: {}", if devs.is_empty() { "(none named)".to_owned() } else { devs.join(", ") });

@@ -10,6 +10,7 @@ mod bench;
 mod common;
 mod fail;
 mod inspect;
+mod model;
 mod npy;
 mod rpc_server;
 mod run;

@@ -3,18 +3,21 @@
 
 use crate::common::{self, tensor_str, ModelArgs};
 use crate::fail::{Fail, Result};
+use crate::model::{self, Runner};
 use crate::npy;
 use serde_json::{json, Value as Json};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use tvm_rt::{DataType, Device, NDArray, Value};
+use tvm_rt::{Device, NDArray, Value};
 
 /// Run a model once on given or random inputs; write, summarise and check its outputs.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     #[command(flatten)]
     pub model: ModelArgs,
-    /// An input from an .npy file (repeatable); inputs not given get seeded random values.
+    /// An input from an .npy file, or `NAME=random:DTYPE[D0,...]` for seeded random values of a
+    /// given shape (repeatable); inputs of known shape not given get seeded random values (a
+    /// Relay VM records no input shapes: give each of its inputs, by name or position).
     #[arg(long, short, value_name = "NAME=FILE.npy", value_parser = common::name_file)]
     pub input: Vec<(String, PathBuf)>,
     /// Write each output as DIR/output.<i>.npy (and the inputs used as DIR/input.<name>.npy).
@@ -33,11 +36,12 @@ pub struct Args {
     /// Seed of the random inputs.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Run this function of the library instead of a graph; ARGS are its arguments.
+    /// Run this function of the library instead of a model, ARGS being its arguments; for a
+    /// Relay VM executable, the VM function to run (default main), with --input for its inputs.
     #[arg(long, short, value_name = "NAME")]
     pub function: Option<String>,
-    /// Function arguments (with --function): FILE.npy (an array read from the file),
-    /// zeros:DTYPE[D0,D1,...] (a new zeroed array: an output), int:N, float:X, str:TEXT.
+    /// Function arguments (with --function, not for a VM): FILE.npy (an array read from the
+    /// file), zeros:DTYPE[D0,D1,...] (a new zeroed array: an output), int:N, float:X, str:TEXT.
     #[arg(value_name = "ARGS", requires = "function")]
     pub args: Vec<String>,
     /// Print a JSON summary instead of text.
@@ -51,27 +55,10 @@ struct Output {
     array: NDArray,
 }
 
-/// Parses `DTYPE[D0,D1,...]`.
-fn parse_tensor_spec(s: &str) -> Result<(DataType, Vec<i64>)> {
-    let bad = || Fail::input(format!("argument zeros:{s}: expected DTYPE[D0,D1,...], such as float32[1,1000]"));
-    let (dt, rest) = s.split_once('[').ok_or_else(bad)?;
-    let dims = rest.strip_suffix(']').ok_or_else(bad)?;
-    let dtype: DataType = dt.parse().map_err(|_| bad())?;
-    let shape = if dims.trim().is_empty() {
-        Vec::new()
-    } else {
-        dims.split(',').map(|d| d.trim().parse::<i64>().map_err(|_| bad())).collect::<Result<Vec<_>>>()?
-    };
-    if shape.iter().any(|&d| d < 0) {
-        return Err(bad());
-    }
-    Ok((dtype, shape))
-}
-
 /// A function argument, and whether it is an output (a `zeros:` array).
 fn parse_arg(s: &str, dev: Device) -> Result<(Value, bool)> {
     if let Some(spec) = s.strip_prefix("zeros:") {
-        let (dtype, shape) = parse_tensor_spec(spec)?;
+        let (dtype, shape) = common::parse_tensor_spec(spec)?;
         let host = NDArray::from_bytes(
             &vec![0u8; shape.iter().map(|&d| d as usize).product::<usize>() * dtype.element_bytes()],
             &shape,
@@ -105,26 +92,26 @@ fn host(a: &NDArray) -> Result<NDArray> {
 /// What a run made: outputs, the inputs it used, timings (ms).
 type Ran = (Vec<Output>, Vec<(String, NDArray)>, Json);
 
-/// Runs a graph model.
-fn run_graph(a: &Args, dev: Device) -> Result<Ran> {
-    let loaded = common::load(&a.model.model)?;
-    common::check_model_device(&loaded.module, dev, &a.model.model)?;
-    let info = common::graph_info(&loaded.module, &a.model)?;
-    let devices = common::devices_for(&info, dev);
-    let t0 = Instant::now();
-    let mut exec = common::executor(&loaded.module, &a.model, &devices, false)?;
-    let create = t0.elapsed();
-    let inputs = common::inputs(&info, &a.input, a.seed)?;
-    for (name, arr) in &inputs {
-        exec.set_input(name.as_str(), arr)?;
+/// Runs a model (graph, AOT or VM).
+fn run_model(a: &Args, dev: Device, loaded: common::Loaded) -> Result<Ran> {
+    if !a.args.is_empty() {
+        return Err(Fail::input(format!(
+            "{}: positional arguments are for a library function; give a model's inputs with --input NAME=FILE.npy",
+            a.model.model.display()
+        )));
     }
+    common::check_model_device(&loaded.module, dev, &a.model.model)?;
+    let vm_func = a.function.as_deref().unwrap_or("main");
+    let (mut runner, create) = Runner::create(&loaded.module, &a.model, dev, vm_func, false)?;
+    let inputs = model::resolve_inputs(&a.model.model, &runner.inputs(), &a.input, a.seed)?;
+    runner.set_inputs(&inputs)?;
     let t1 = Instant::now();
-    exec.run()?;
+    runner.run()?;
     dev.sync()?;
     let run = t1.elapsed();
     let mut outs = Vec::new();
-    for (i, t) in info.outputs.iter().enumerate() {
-        outs.push(Output { label: format!("output {i} ({})", t.name), array: host(&exec.get_output(i)?)? });
+    for (label, arr) in runner.outputs()? {
+        outs.push(Output { label, array: host(&arr)? });
     }
     let timings = json!({
         "load_ms": common::ms(loaded.load_time),
@@ -135,8 +122,7 @@ fn run_graph(a: &Args, dev: Device) -> Result<Ran> {
 }
 
 /// Runs one function of a library.
-fn run_function(a: &Args, name: &str, dev: Device) -> Result<Ran> {
-    let loaded = common::load(&a.model.model)?;
+fn run_function(a: &Args, name: &str, dev: Device, loaded: common::Loaded) -> Result<Ran> {
     let f = loaded.module.get_function(name, true)?.ok_or_else(|| {
         let names = loaded.module.function_names().unwrap_or_default();
         Fail::input(format!(
@@ -222,9 +208,11 @@ fn compare(got: &NDArray, exp: &NDArray, rtol: f64, atol: f64) -> Result<f64, St
 /// Runs the command.
 pub fn main(a: &Args) -> Result<()> {
     let dev = common::device(&a.model.device)?;
+    let loaded = common::load(&a.model.model)?;
     let (outs, inputs, timings) = match &a.function {
-        Some(name) => run_function(a, name, dev)?,
-        None => run_graph(a, dev)?,
+        // For a Relay VM executable, --function names the VM function to run.
+        Some(name) if loaded.module.vm_info().is_none() => run_function(a, name, dev, loaded)?,
+        _ => run_model(a, dev, loaded)?,
     };
     let mut files = vec![None; outs.len()];
     if let Some(dir) = &a.output_dir {
@@ -323,14 +311,15 @@ pub fn main(a: &Args) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tvm_rt::DataType;
 
     #[test]
     fn tensor_specs() {
-        assert_eq!(parse_tensor_spec("float32[1, 1000]").unwrap(), (DataType::FLOAT32, vec![1, 1000]));
-        assert_eq!(parse_tensor_spec("int8[]").unwrap(), (DataType::INT8, vec![]));
-        assert!(parse_tensor_spec("float32[1,-2]").is_err());
-        assert!(parse_tensor_spec("float32").is_err());
-        assert!(parse_tensor_spec("floaty[2]").is_err());
+        assert_eq!(common::parse_tensor_spec("float32[1, 1000]").unwrap(), (DataType::FLOAT32, vec![1, 1000]));
+        assert_eq!(common::parse_tensor_spec("int8[]").unwrap(), (DataType::INT8, vec![]));
+        assert!(common::parse_tensor_spec("float32[1,-2]").is_err());
+        assert!(common::parse_tensor_spec("float32").is_err());
+        assert!(common::parse_tensor_spec("floaty[2]").is_err());
     }
 
     #[test]

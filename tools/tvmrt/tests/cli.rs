@@ -408,3 +408,274 @@ fn output_into_a_closed_pipe_ends_quietly() {
     use std::os::unix::process::ExitStatusExt;
     assert!(out.status.success() || out.status.signal() == Some(13), "{:?}", out.status);
 }
+
+/// Another fixtures directory (`fixtures-v0.18`, `fixtures-vm`) and its manifest; `None` (said)
+/// when absent, a failure under `CI=true`.
+fn other_fixtures(name: &str) -> Option<(PathBuf, Json)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared").join(name);
+    match std::fs::read_to_string(dir.join("manifest.json")) {
+        Ok(text) => Some((dir, serde_json::from_str(&text).expect("manifest.json parses"))),
+        Err(e) => {
+            assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "{} missing: {e}", dir.display());
+            println!("SKIP: {} not found ({e})", dir.display());
+            None
+        }
+    }
+}
+
+/// An .npy file's shape (any dtype).
+fn npy_shape(path: &Path) -> Vec<u64> {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    npyz::NpyFile::new(&bytes[..]).unwrap_or_else(|e| panic!("{}: {e}", path.display())).shape().to_vec()
+}
+
+/// An .npy file's raw data bytes and dtype text (for exact comparisons of any dtype).
+fn npy_raw(path: &Path) -> (String, Vec<u64>, Vec<u8>) {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let f = npyz::NpyFile::new(&bytes[..]).unwrap();
+    let shape = f.shape().to_vec();
+    let dtype = format!("{:?}", f.dtype());
+    drop(f);
+    // The data are the file's last n bytes (C order): header lengths differ between writers.
+    let n = shape.iter().product::<u64>() as usize * dtype_size(&bytes);
+    (dtype, shape, bytes[bytes.len() - n..].to_vec())
+}
+
+fn dtype_size(npy: &[u8]) -> usize {
+    let h = String::from_utf8_lossy(&npy[..npy.len().min(256)]).into_owned();
+    let descr = h.split("'descr': '").nth(1).unwrap().split('\'').next().unwrap().to_owned();
+    descr[2..].parse().unwrap()
+}
+
+fn ints(v: &Json) -> Vec<u64> {
+    v.as_array().unwrap().iter().filter_map(Json::as_u64).collect()
+}
+
+#[test]
+fn aot_exports_inspect_and_run_like_tvm() {
+    let Some((dir, m)) = other_fixtures("fixtures-v0.18") else { return };
+    let mut seen = 0;
+    for (name, f) in m["fixtures"].as_object().unwrap() {
+        if f["kind"] != "aot" {
+            continue;
+        }
+        seen += 1;
+        let model = dir.join(f["file"].as_str().unwrap());
+        let r = ok_json(&["inspect", "--json", s(&model)]);
+        assert_eq!(r["modules"]["type_key"], "AotExecutorFactory", "{name}");
+        assert!(r["format"].as_str().unwrap().contains("AOT executor"), "{name}");
+        let aot = &r["aot"];
+        assert_eq!(aot["module_name"], f["module_name"], "{name}");
+        let names: Vec<&str> = aot["inputs"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+        let want: Vec<&str> = f["inputs"].as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(names, want, "{name}");
+        for t in aot["inputs"].as_array().unwrap() {
+            let file = dir.join(f["inputs"][t["name"].as_str().unwrap()].as_str().unwrap());
+            assert_eq!(ints(&t["shape"]), npy_shape(&file), "{name}: input shape");
+        }
+        let outs = aot["outputs"].as_array().unwrap();
+        assert_eq!(outs.len(), f["outputs"].as_array().unwrap().len(), "{name}");
+        for (t, file) in outs.iter().zip(f["outputs"].as_array().unwrap()) {
+            assert_eq!(ints(&t["shape"]), npy_shape(&dir.join(file.as_str().unwrap())), "{name}: output shape");
+        }
+        let text = ok(&["inspect", s(&model)]);
+        assert!(text.contains("AOT model") && text.contains("inputs:"), "{name}: {text}");
+
+        // run with the manifest's inputs and --expect its outputs.
+        let out_dir = tmp(name);
+        let mut args: Vec<String> = vec!["run".into(), s(&model).into(), "-o".into(), s(&out_dir).into()];
+        for (input, file) in f["inputs"].as_object().unwrap() {
+            args.extend(["--input".into(), format!("{input}={}", s(&dir.join(file.as_str().unwrap())))]);
+        }
+        let expects: Vec<PathBuf> =
+            f["outputs"].as_array().unwrap().iter().map(|o| dir.join(o.as_str().unwrap())).collect();
+        let (rtol, atol) = (f["rtol"].as_f64().unwrap_or(1e-5), f["atol"].as_f64().unwrap_or(1e-5));
+        let mut good = args.clone();
+        for e in &expects {
+            good.extend(["--expect".into(), s(e).into()]);
+        }
+        good.extend(["--rtol".into(), rtol.to_string(), "--atol".into(), atol.to_string(), "--json".into()]);
+        let argv: Vec<&str> = good.iter().map(String::as_str).collect();
+        let j = ok_json(&argv);
+        assert!(j["expect"].as_array().unwrap().iter().all(|c| c["ok"] == true), "{name}: {j}");
+        for (i, e) in expects.iter().enumerate() {
+            assert_close(&out_dir.join(format!("output.{i}.npy")), e, rtol, atol);
+        }
+        // A wrong --expect (the input file, of another shape) exits 3.
+        let mut bad = args.clone();
+        bad.extend([
+            "--expect".into(),
+            format!("0={}", s(&dir.join(f["inputs"].as_object().unwrap().values().next().unwrap().as_str().unwrap()))),
+        ]);
+        let argv: Vec<&str> = bad.iter().map(String::as_str).collect();
+        fails(&argv, 3, "differs");
+        // Random inputs of the recorded shapes; bench; --profile is a clear error.
+        ok(&["run", s(&model)]);
+        let b = ok_json(&["bench", s(&model), "--warmup", "1", "--repeat", "5", "--json"]);
+        assert_eq!(b["samples_ms"].as_array().unwrap().len(), 5, "{name}");
+        fails(&["bench", s(&model), "--profile"], 1, "no per-operator profiler");
+        fails(&["run", s(&model), "--input", "nope=random:float32[1]"], 1, "no input named nope");
+        let _ = std::fs::remove_dir_all(&out_dir);
+    }
+    assert!(seen > 0, "no AOT fixture in the v0.18 manifest");
+}
+
+#[test]
+fn vm_executables_inspect_and_run_like_tvm() {
+    let Some((dir, m)) = other_fixtures("fixtures-vm") else { return };
+    for (name, f) in m["fixtures"].as_object().unwrap() {
+        let model = dir.join(f["file"].as_str().unwrap());
+        let func = f["function"].as_str().unwrap();
+        let r = ok_json(&["inspect", "--json", "--bytecode", s(&model)]);
+        assert_eq!(r["modules"]["type_key"], "VMExecutable", "{name}");
+        let vm = &r["vm"];
+        let entry = vm["functions"].as_array().unwrap().iter().find(|x| x["name"] == func).expect("entry function");
+        let params: Vec<String> =
+            entry["params"].as_array().unwrap().iter().map(|p| p.as_str().unwrap().to_owned()).collect();
+        let runs = f["runs"].as_array().unwrap();
+        assert_eq!(params.len(), runs[0]["inputs"].as_array().unwrap().len(), "{name}");
+        assert!(vm["stats"].as_str().unwrap().contains("Primitive ops"), "{name}");
+        assert!(vm["bytecode"].as_str().unwrap().contains(func), "{name}");
+        let lib = &r["modules"]["imports"][0];
+        for p in vm["primitives"].as_array().unwrap() {
+            assert!(lib["functions"].as_array().unwrap().contains(p), "{name}: {p} not in the library");
+        }
+        let text = ok(&["inspect", s(&model)]);
+        assert!(text.contains(&format!("function {func}({})", params.join(", "))), "{name}: {text}");
+
+        let (rtol, atol) = (f["rtol"].as_f64().unwrap_or(1e-5), f["atol"].as_f64().unwrap_or(1e-5));
+        for (k, run) in runs.iter().enumerate() {
+            let out_dir = tmp(&format!("{name}-{k}"));
+            // Inputs by parameter name (from inspect), function named explicitly.
+            let mut args: Vec<String> =
+                vec!["run".into(), s(&model).into(), "--function".into(), func.into(), "-o".into(), s(&out_dir).into()];
+            for (p, file) in params.iter().zip(run["inputs"].as_array().unwrap()) {
+                args.extend(["--input".into(), format!("{p}={}", s(&dir.join(file.as_str().unwrap())))]);
+            }
+            let expects: Vec<PathBuf> =
+                run["outputs"].as_array().unwrap().iter().map(|o| dir.join(o.as_str().unwrap())).collect();
+            let mut good = args.clone();
+            for e in &expects {
+                good.extend(["--expect".into(), s(e).into()]);
+            }
+            good.extend(["--rtol".into(), rtol.to_string(), "--atol".into(), atol.to_string(), "--json".into()]);
+            let argv: Vec<&str> = good.iter().map(String::as_str).collect();
+            let j = ok_json(&argv);
+            assert_eq!(j["outputs"].as_array().unwrap().len(), expects.len(), "{name} run {k}");
+            for (i, e) in expects.iter().enumerate() {
+                // Exact dtype, shape and (within tolerance) values, whatever the dtype.
+                let (gd, gs, _) = npy_raw(&out_dir.join(format!("output.{i}.npy")));
+                let (wd, ws, _) = npy_raw(e);
+                assert_eq!((gd, gs), (wd, ws), "{name} run {k} output {i}");
+            }
+            // A wrong --expect exits 3: output 0 against another run's (or the input's) values.
+            let other = runs
+                .iter()
+                .enumerate()
+                .find(|(j, r)| {
+                    *j != k && npy_shape(&dir.join(r["outputs"][0].as_str().unwrap())) == npy_shape(&expects[0])
+                })
+                .map(|(_, r)| dir.join(r["outputs"][0].as_str().unwrap()));
+            if let Some(o) = other {
+                let (_, _, a) = npy_raw(&o);
+                let (_, _, b) = npy_raw(&expects[0]);
+                if a != b {
+                    let mut bad = args.clone();
+                    bad.extend(["--expect".into(), s(&o).into()]);
+                    let argv: Vec<&str> = bad.iter().map(String::as_str).collect();
+                    fails(&argv, 3, "differs");
+                }
+            }
+            let _ = std::fs::remove_dir_all(&out_dir);
+        }
+    }
+    // Positions instead of names, default function main; a wrong --expect exits 3.
+    let t = |f: &str| s(&dir.join(f)).to_owned();
+    ok(&[
+        "run",
+        &t("vm_tuple.so"),
+        "--input",
+        &format!("0={}", t("vm_tuple.run0.input0.npy")),
+        "--input",
+        &format!("1={}", t("vm_tuple.run0.input1.npy")),
+        "--expect",
+        &t("vm_tuple.run0.output0.npy"),
+        "--expect",
+        &t("vm_tuple.run0.output1.npy"),
+        "--expect",
+        &t("vm_tuple.run0.output2.npy"),
+    ]);
+    fails(
+        &[
+            "run",
+            &t("vm_mlp.so"),
+            "--input",
+            &format!("0={}", t("vm_mlp.run0.input0.npy")),
+            "--expect",
+            &t("vm_mlp.run0.input0.npy"),
+        ],
+        3,
+        "differs",
+    );
+    // Inputs whose shapes the executable does not record: one clear line; random:DTYPE[SHAPE].
+    fails(&["run", &t("vm_dyn_batch.so")], 1, "does not record the shape of input");
+    fails(&["run", &t("vm_mlp.so"), "--function", "main", &t("vm_mlp.run0.input0.npy")], 1, "positional arguments");
+    let j = ok_json(&["run", &t("vm_dyn_batch.so"), "--input", "0=random:float32[7,784]", "--json"]);
+    assert_eq!(j["outputs"][0]["shape"][0], 7);
+    fails(&["run", &t("vm_mlp.so"), "--function", "nope", "--input", "0=random:float32[1,784]"], 1, "no function nope");
+    fails(&["run", &t("vm_mlp.so"), "--input", "0=random:float32[1,5]"], 1, "unsatisfied constraint");
+    // bench and the profiling VM's table.
+    let input = format!("0={}", t("vm_mlp.run0.input0.npy"));
+    let b = ok_json(&[
+        "bench",
+        &t("vm_mlp.so"),
+        "--input",
+        &input,
+        "--warmup",
+        "1",
+        "--repeat",
+        "4",
+        "--profile",
+        "--json",
+    ]);
+    assert_eq!(b["samples_ms"].as_array().unwrap().len(), 4);
+    let prof = b["profile"].as_array().unwrap();
+    let info = ok_json(&["inspect", "--json", &t("vm_mlp.so")]);
+    for p in info["vm"]["primitives"].as_array().unwrap() {
+        assert!(prof.iter().any(|r| &r["op"] == p), "{p} not profiled: {b}");
+    }
+    let pct: f64 = prof.iter().map(|p| p["percent"].as_f64().unwrap()).sum();
+    assert!((pct - 100.0).abs() < 1e-6, "{pct}");
+    let out = ok(&["bench", &t("vm_mlp.so"), "--input", &input, "--repeat", "3", "--profile"]);
+    assert!(out.contains("profiling VM") && out.contains("p50"), "{out}");
+}
+
+#[test]
+fn byoc_modules_list_their_regions_and_constants() {
+    let Some((dir, m)) = fixtures() else { return };
+    for (name, f) in m["fixtures"].as_object().unwrap() {
+        if f.get("byoc").is_none() {
+            continue;
+        }
+        let r = ok_json(&["inspect", "--json", s(&dir.join(f["file"].as_str().unwrap()))]);
+        let md = &r["modules"]["imports"][0];
+        assert_eq!(md["type_key"], "metadata", "{name}");
+        let consts: Vec<&str> = md["constants"].as_array().unwrap().iter().filter_map(|c| c["name"].as_str()).collect();
+        let funcs = md["functions"].as_array().unwrap();
+        let mut regions = 0;
+        for ext in md["imports"].as_array().unwrap() {
+            let Some(sym) = ext["symbol"].as_str() else { continue };
+            regions += 1;
+            // The region is reachable through the metadata module, and each of its constants is
+            // one the metadata module holds.
+            assert!(funcs.iter().any(|x| x == sym), "{name}: {sym} not among {funcs:?}");
+            assert!(ext["functions"].as_array().unwrap().iter().any(|x| x == sym), "{name}");
+            for c in ext["const_vars"].as_array().unwrap() {
+                assert!(consts.contains(&c.as_str().unwrap()), "{name}: {c} not held by the metadata module");
+            }
+        }
+        assert!(regions > 0, "{name}: no offloaded region listed");
+        let text = ok(&["inspect", s(&dir.join(f["file"].as_str().unwrap()))]);
+        assert!(text.contains("offloaded region") && !text.contains("does not list them"), "{name}: {text}");
+    }
+}
