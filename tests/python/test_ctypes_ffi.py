@@ -146,7 +146,10 @@ class NDArray:
         assert tindex.value == 2
 
     def __del__(self):
-        check(lib.TVMArrayFree(self.handle))
+        # At interpreter exit module globals may already be gone (an array still referenced
+        # from a module-level fixture): the process ends anyway.
+        if lib is not None:
+            check(lib.TVMArrayFree(self.handle))
 
     @property
     def tensor(self):
