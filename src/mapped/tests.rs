@@ -195,7 +195,7 @@ fn record_file(n: usize) -> (Mapping, Vec<u8>) {
 fn records_are_used_in_place_only_when_asked_and_then_read_only() {
     use crate::io::Reader;
     use crate::ndarray::serialize::{load_ndarray, load_ndarray_shared};
-    let n = 1 << 17;
+    let n = MIN_REGION_BYTES / 4;
     let (m, data) = record_file(n);
     let keep: KeepAlive = Arc::new(());
     let region = Region::new(m.bytes(), Some(keep));
