@@ -634,6 +634,14 @@ fn proxy_chain_and_panics() {
     check_arrays(&chain, true);
     check_files(&chain);
     check_add_one(&chain);
+    // TVM v0.9+'s clients pass `enable_logging` before the constructor arguments.
+    let mut v09 = args.to_vec();
+    v09.insert(3, Value::Int(0));
+    let Value::Module(chain) = global("rpc.Connect").call(&v09).unwrap() else { panic!() };
+    check_add_one(&chain);
+    let plain = [Value::str("127.0.0.1"), Value::Int(i64::from(inner.port)), Value::str("inner"), Value::Int(1)];
+    let Value::Module(direct) = global("rpc.Connect").call(&plain).unwrap() else { panic!() };
+    check_add_one(&direct);
     // A constructor that does not exist is the client's error, at connection time.
     let bad =
         [Value::str("127.0.0.1"), Value::Int(i64::from(outer.port)), Value::str(""), Value::str("no.such.constructor")];

@@ -214,7 +214,11 @@ pub fn register(r: &mut Registrar<'_>) {
     r.func("rpc.Connect", |a| {
         a.expect_at_least("rpc.Connect", 3)?;
         let port = u16::try_from(a.i64(1)?).map_err(|_| Error::value("rpc.Connect: invalid port"))?;
-        let init = plain_wire(a, 3)?;
+        // v0.9+: (url, port, key, enable_logging, constructor...); v0.8: (url, port, key,
+        // constructor...), whose constructor name is a string. Logging of the session is not
+        // offered: the flag is accepted and ignored.
+        let first_ctor = if a.len() > 3 && matches!(a.code(3)?, code::INT | code::BOOL) { 4 } else { 3 };
+        let init = plain_wire(a, first_ctor)?;
         Ok(Value::Module(connect(&a.string(0)?, port, &a.string(2)?, &init)?))
     });
     r.func("rpc.CreatePipeClient", |a| {
