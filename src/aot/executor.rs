@@ -224,14 +224,7 @@ impl ModuleNode for AotExecutor {
     }
 
     fn get_function(&self, name: &str, this: &Module) -> Result<Option<PackedFunc>> {
-        let m = this.clone();
-        let with = move |f: fn(&AotExecutor, &Args<'_>) -> Result<Value>| {
-            let m = m.clone();
-            PackedFunc::from_fn(move |args| match m.downcast::<AotExecutor>() {
-                Some(e) => f(e, args),
-                None => Err(Error::internal("AOT executor module expected")),
-            })
-        };
+        let with = |f: fn(&AotExecutor, &Args<'_>) -> Result<Value>| this.method(move |e, _, a| f(e, a));
         Ok(Some(match name {
             "set_input" => with(|e, a| {
                 a.expect_len("set_input", 2)?;

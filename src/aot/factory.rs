@@ -83,14 +83,7 @@ impl ModuleNode for AotExecutorFactory {
     }
 
     fn get_function(&self, name: &str, this: &Module) -> Result<Option<PackedFunc>> {
-        let m = this.clone();
-        let with = move |f: fn(&AotExecutorFactory, &Module, &Args<'_>) -> Result<Value>| {
-            let m = m.clone();
-            PackedFunc::from_fn(move |args| match m.downcast::<AotExecutorFactory>() {
-                Some(fac) => f(fac, &m, args),
-                None => Err(Error::internal("AOT factory module expected")),
-            })
-        };
+        let with = |f: fn(&AotExecutorFactory, &Module, &Args<'_>) -> Result<Value>| this.method(f);
         Ok(Some(match name {
             n if n == self.module_name => with(|fac, m, a| {
                 if a.is_empty() {

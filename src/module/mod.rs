@@ -112,6 +112,21 @@ impl Module {
         self.node().as_any().downcast_ref::<T>()
     }
 
+    /// A function of this module whose node is a `T`, made from one of its methods: the function
+    /// keeps the module alive and finds the node at each call (`get_function`'s usual shape).
+    pub fn method<T: 'static>(
+        &self,
+        f: impl Fn(&T, &Module, &crate::value::Args<'_>) -> Result<Value> + Send + Sync + 'static,
+    ) -> PackedFunc {
+        let m = self.clone();
+        PackedFunc::from_fn(move |args| match m.downcast::<T>() {
+            Some(node) => f(node, &m, args),
+            None => {
+                Err(Error::internal(format!("{} module expected, not {}", std::any::type_name::<T>(), m.type_key())))
+            }
+        })
+    }
+
     /// Looks up `name` in this module, then (if asked) in its imports, depth first in order.
     pub fn get_function(&self, name: &str, query_imports: bool) -> Result<Option<PackedFunc>> {
         if let Some(f) = self.node().get_function(name, self)? {

@@ -348,14 +348,7 @@ impl ModuleNode for VirtualMachine {
     }
 
     fn get_function(&self, name: &str, this: &Module) -> Result<Option<PackedFunc>> {
-        let m = this.clone();
-        let with = move |f: fn(&VirtualMachine, &Args<'_>) -> Result<Value>| {
-            let m = m.clone();
-            PackedFunc::from_fn(move |a| match m.downcast::<VirtualMachine>() {
-                Some(vm) => f(vm, a),
-                None => Err(Error::internal("VirtualMachine module expected")),
-            })
-        };
+        let with = |f: fn(&VirtualMachine, &Args<'_>) -> Result<Value>| this.method(move |vm, _, a| f(vm, a));
         Ok(Some(match name {
             "invoke" => with(|vm, a| {
                 a.expect_at_least("invoke", 1)?;

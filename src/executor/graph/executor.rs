@@ -904,14 +904,7 @@ fn tensor_arg<'a>(args: &Args<'a>, i: usize) -> Result<&'a DLTensor> {
 
 /// The executor's functions, by name (graph-executor.md §5 and §8.2).
 pub fn get_function(exec: &GraphExecutor, name: &str, this: &Module) -> Option<PackedFunc> {
-    let m = this.clone();
-    let with = move |f: fn(&GraphExecutor, &Args<'_>) -> Result<Value>| {
-        let m = m.clone();
-        PackedFunc::from_fn(move |args| match m.downcast::<GraphExecutor>() {
-            Some(e) => f(e, args),
-            None => Err(Error::internal("graph executor module expected")),
-        })
-    };
+    let with = |f: fn(&GraphExecutor, &Args<'_>) -> Result<Value>| this.method(move |e, _, a| f(e, a));
     let debug_only = [
         "run_individual",
         "run_individual_node",

@@ -134,14 +134,7 @@ impl ModuleNode for GraphExecutorFactory {
     }
 
     fn get_function(&self, name: &str, this: &Module) -> Result<Option<PackedFunc>> {
-        let m = this.clone();
-        let with = move |f: fn(&GraphExecutorFactory, &Module, &Args<'_>) -> Result<Value>| {
-            let m = m.clone();
-            PackedFunc::from_fn(move |args| match m.downcast::<GraphExecutorFactory>() {
-                Some(fac) => f(fac, &m, args),
-                None => Err(Error::internal("factory module expected")),
-            })
-        };
+        let with = |f: fn(&GraphExecutorFactory, &Module, &Args<'_>) -> Result<Value>| this.method(f);
         Ok(Some(match name {
             n if n == self.module_name => {
                 with(|fac, m, a| Ok(Value::Module(fac.create_executor(m, devices_from(a, 0)?, false)?)))
