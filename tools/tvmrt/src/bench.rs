@@ -148,7 +148,11 @@ pub fn main(a: &Args) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&j).map_err(|e| Fail::input(e.to_string()))?);
         return Ok(());
     }
-    let threads = a.threads.map_or("default".to_owned(), |t| t.to_string());
+    let threads = match (a.threads, std::env::var("TVM_NUM_THREADS")) {
+        (Some(t), _) => t.to_string(),
+        (None, Ok(env)) => format!("TVM_NUM_THREADS={env}"),
+        (None, Err(_)) => "default".to_owned(),
+    };
     println!("model:      {} on {dev} (threads: {threads})", a.model.model.display());
     println!("load:       {:.2} ms", common::ms(loaded.load_time));
     println!("executor:   {:.2} ms", common::ms(create));
