@@ -30,6 +30,7 @@ pub mod registry;
 #[cfg(feature = "rpc")]
 pub mod rpc;
 pub mod threading;
+pub mod tvmffi;
 pub mod value;
 #[cfg(feature = "vm")]
 pub mod vm;
