@@ -170,11 +170,13 @@ unsafe extern "C" fn update_backtrace(obj: *mut c_void, bt: *const TVMFFIByteArr
             let p = (obj as *mut u8).add(24).cast::<ErrorPayload>();
             let add = (*bt).as_slice();
             let mut b = (*p).backtrace.lock().unwrap_or_else(|e| e.into_inner());
+            b.pop();
             if mode == 0 {
                 b.clear();
             }
             b.extend_from_slice(add);
-            (*p).cell.backtrace = TVMFFIByteArray::of(&b);
+            b.push(0);
+            (*p).cell.backtrace = TVMFFIByteArray::of(&b[..b.len() - 1]);
         }
     });
 }
@@ -198,13 +200,16 @@ pub fn make_error_bytes(
     cause: Option<ObjectRef>,
     extra: Option<ObjectRef>,
 ) -> ObjectRef {
-    let kind: Box<[u8]> = kind.into();
-    let message: Box<[u8]> = message.into();
-    let bt = backtrace.to_vec();
+    // Each text is kept NUL-terminated (C++ clients read `data` as a C string).
+    let z = |b: &[u8]| -> Box<[u8]> { b.iter().copied().chain([0]).collect() };
+    let kind = z(kind);
+    let message = z(message);
+    let mut bt = backtrace.to_vec();
+    bt.push(0);
     let cell = TVMFFIErrorCell {
-        kind: TVMFFIByteArray::of(&kind),
-        message: TVMFFIByteArray::of(&message),
-        backtrace: TVMFFIByteArray::of(&bt),
+        kind: TVMFFIByteArray::of(&kind[..kind.len() - 1]),
+        message: TVMFFIByteArray::of(&message[..message.len() - 1]),
+        backtrace: TVMFFIByteArray::of(&bt[..bt.len() - 1]),
         update_backtrace,
         cause_chain: cause.as_ref().map_or(std::ptr::null_mut(), |c| c.as_ptr().cast()),
         extra_context: extra.as_ref().map_or(std::ptr::null_mut(), |c| c.as_ptr().cast()),

@@ -6,7 +6,137 @@ use super::{string, types, FfiError, FfiResult};
 
 /// Adds every built-in global.
 pub fn register_all(b: &mut Builder) {
+    for name in PENDING {
+        b.add(name, move |_| Err(FfiError::runtime(format!("{name} is not implemented by this library yet"))));
+    }
+    // Called by C++ types' static initializers (an error there aborts the process): accepted,
+    // and the auto-generated `__ffi_init__` is registered once dataclasses are built.
+    b.add("ffi._RegisterFFIInit", |_| Ok(Any::none()));
     register_core(b);
+    register_types();
+}
+
+/// The `ffi.*` globals of apache-tvm-ffi 0.1.15 whose subsystem is not built yet: each raises a
+/// clear error naming itself (the Python package binds every `ffi.*` name at import).
+const PENDING: &[&str] = &[
+    "ffi.Array",
+    "ffi.ArrayContains",
+    "ffi.ArrayGetItem",
+    "ffi.ArraySize",
+    "ffi.ContainerFindFirstNonCPUDevice",
+    "ffi.DeepCopy",
+    "ffi.Dict",
+    "ffi.DictClear",
+    "ffi.DictCount",
+    "ffi.DictErase",
+    "ffi.DictForwardIterFunctor",
+    "ffi.DictGetItem",
+    "ffi.DictGetItemOrMissing",
+    "ffi.DictSetItem",
+    "ffi.DictSize",
+    "ffi.FromJSONGraph",
+    "ffi.FromJSONGraphString",
+    "ffi.FunctionFromExternC",
+    "ffi.GetFirstStructuralMismatch",
+    "ffi.List",
+    "ffi.ListAppend",
+    "ffi.ListClear",
+    "ffi.ListContains",
+    "ffi.ListErase",
+    "ffi.ListEraseRange",
+    "ffi.ListGetItem",
+    "ffi.ListInsert",
+    "ffi.ListPop",
+    "ffi.ListReplaceSlice",
+    "ffi.ListReserve",
+    "ffi.ListReverse",
+    "ffi.ListSetItem",
+    "ffi.ListSize",
+    "ffi.MakeFieldGetter",
+    "ffi.MakeFieldSetter",
+    "ffi.MakeObjectFromPackedArgs",
+    "ffi.Map",
+    "ffi.MapCount",
+    "ffi.MapForwardIterFunctor",
+    "ffi.MapGetItem",
+    "ffi.MapGetItemOrMissing",
+    "ffi.MapSize",
+    "ffi.Module.load_from_file.so",
+    "ffi.ModuleClearImports",
+    "ffi.ModuleGetFunction",
+    "ffi.ModuleGetFunctionDoc",
+    "ffi.ModuleGetFunctionMetadata",
+    "ffi.ModuleGetKind",
+    "ffi.ModuleGetPropertyMask",
+    "ffi.ModuleGetWriteFormats",
+    "ffi.ModuleGlobalsAdd",
+    "ffi.ModuleGlobalsRemove",
+    "ffi.ModuleImplementsFunction",
+    "ffi.ModuleImportModule",
+    "ffi.ModuleInspectSource",
+    "ffi.ModuleLoadFromFile",
+    "ffi.ModuleWriteToFile",
+    "ffi.RecursiveEq",
+    "ffi.RecursiveGe",
+    "ffi.RecursiveGt",
+    "ffi.RecursiveHash",
+    "ffi.RecursiveLe",
+    "ffi.RecursiveLt",
+    "ffi.ReprPrint",
+    "ffi.Shape",
+    "ffi.StructuralEqual",
+    "ffi.StructuralHash",
+    "ffi.StructuralKey",
+    "ffi.StructuralKeyEqual",
+    "ffi.StructuralMap",
+    "ffi.StructuralMutate",
+    "ffi.StructuralMutatorDefRegionKind",
+    "ffi.StructuralMutatorDefaultMutate",
+    "ffi.StructuralMutatorMutate",
+    "ffi.StructuralMutatorVarRemapGet",
+    "ffi.StructuralMutatorVarRemapSet",
+    "ffi.StructuralMutatorWithDefRegionKind",
+    "ffi.StructuralVisit",
+    "ffi.StructuralVisitorDefRegionKind",
+    "ffi.StructuralVisitorDefaultVisit",
+    "ffi.StructuralVisitorVisit",
+    "ffi.StructuralVisitorWithDefRegionKind",
+    "ffi.StructuralWalk",
+    "ffi.SystemLib",
+    "ffi.ToJSONGraph",
+    "ffi.ToJSONGraphString",
+    "ffi.VisitErrorContext.FindAccessPaths",
+    "ffi.VisitInterrupt",
+    "ffi._PyClassRegisterTypeAttrColumns",
+    "ffi.json.Parse",
+    "ffi.json.Stringify",
+];
+
+/// The object types libtvm_ffi registers beyond the static ones, in its order (parent key,
+/// key). Their fields and methods are registered by the subsystems that implement them.
+const DYN_TYPES: &[(&str, &str)] = &[
+    ("ffi.Object", "ffi.EnumState"),
+    ("ffi.Object", "ffi.Enum"),
+    ("ffi.Enum", "ffi.IntEnum"),
+    ("ffi.Enum", "ffi.StrEnum"),
+    ("ffi.Object", "ffi.reflection.AccessStep"),
+    ("ffi.Object", "ffi.reflection.AccessPath"),
+    ("ffi.Object", "ffi.StructuralVisitor"),
+    ("ffi.Object", "ffi.VisitErrorContext"),
+    ("ffi.Object", "ffi.StructuralMutator"),
+    ("ffi.Object", "ffi.StructuralKey"),
+];
+
+fn register_types() {
+    for (parent, key) in DYN_TYPES {
+        let Some(p) = types::key_to_index(parent) else { continue };
+        let depth = types::type_info(p).map_or(0, |i| {
+            // SAFETY: type infos live for the process.
+            unsafe { (*i).type_depth }
+        });
+        let _ = types::get_or_alloc_index(key, -1, depth + 1, 0, true, p);
+    }
+    let _ = types::get_or_alloc_index("ffi.VisitInterrupt", super::ti::VISIT_INTERRUPT, 1, 0, false, super::ti::OBJECT);
 }
 
 /// Checks the argument count of a global.
@@ -40,7 +170,34 @@ pub fn arg_any(name: &str, args: &[TVMFFIAny], i: usize) -> FfiResult<Any> {
     unsafe { Any::from_view(v) }
 }
 
+/// A plain `ffi.Object` that lives for the process (the MISSING and KWARGS markers).
+fn singleton(cell: &'static std::sync::OnceLock<super::ObjectRef>) -> Any {
+    Any::object(cell.get_or_init(|| super::object::make_object(super::ti::OBJECT, ())).clone())
+}
+
+static MISSING: std::sync::OnceLock<super::ObjectRef> = std::sync::OnceLock::new();
+static KWARGS: std::sync::OnceLock<super::ObjectRef> = std::sync::OnceLock::new();
+
+/// The `MISSING` marker object (`ffi.GetInvalidObject`).
+pub fn missing_object() -> Any {
+    singleton(&MISSING)
+}
+
+/// The `KWARGS` marker object (`ffi.GetKwargsObject`).
+pub fn kwargs_object() -> Any {
+    singleton(&KWARGS)
+}
+
 fn register_core(b: &mut Builder) {
+    b.add("ffi.GetInvalidObject", |_| Ok(missing_object()));
+    b.add("ffi.GetKwargsObject", |_| Ok(kwargs_object()));
+    b.add("ffi.GetRegisteredTypeKeys", |_| {
+        // An Array once containers exist; until then a list is returned through a functor.
+        Err(FfiError::runtime(format!(
+            "ffi.GetRegisteredTypeKeys needs ffi.Array ({} types)",
+            types::registered_keys().len()
+        )))
+    });
     b.add("ffi.String", |a| {
         expect_args("ffi.String", a, 1)?;
         Ok(Any::string(arg_str("ffi.String", a, 0)?))
