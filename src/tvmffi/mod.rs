@@ -8,6 +8,7 @@
 //! [`exports`]; everything else is safe Rust over the layouts.
 
 pub mod any;
+pub mod containers;
 pub mod dtype;
 pub mod env;
 pub mod error;

@@ -1,0 +1,3 @@
+//! tvm-ffi's containers, with the layouts its C++ headers read and write inline.
+
+pub mod array;
