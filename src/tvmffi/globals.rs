@@ -192,11 +192,8 @@ fn register_core(b: &mut Builder) {
     b.add("ffi.GetInvalidObject", |_| Ok(missing_object()));
     b.add("ffi.GetKwargsObject", |_| Ok(kwargs_object()));
     b.add("ffi.GetRegisteredTypeKeys", |_| {
-        // An Array once containers exist; until then a list is returned through a functor.
-        Err(FfiError::runtime(format!(
-            "ffi.GetRegisteredTypeKeys needs ffi.Array ({} types)",
-            types::registered_keys().len()
-        )))
+        let keys = types::registered_keys().iter().map(|k| Any::string(k)).collect();
+        Ok(Any::object(super::containers::array::make_array(keys)))
     });
     b.add("ffi.String", |a| {
         expect_args("ffi.String", a, 1)?;
