@@ -6,14 +6,25 @@ use super::{string, types, FfiError, FfiResult};
 
 /// Adds every built-in global.
 pub fn register_all(b: &mut Builder) {
-    for name in PENDING {
-        b.add(name, move |_| Err(FfiError::runtime(format!("{name} is not implemented by this library yet"))));
-    }
     // Called by C++ types' static initializers (an error there aborts the process): accepted,
     // and the auto-generated `__ffi_init__` is registered once dataclasses are built.
     b.add("ffi._RegisterFFIInit", |_| Ok(Any::none()));
     register_core(b);
+    super::containers::register(b);
+    super::tensor::register(b);
+    super::bigint::register(b);
+    super::module::register(b);
+    super::dataclass::register(b);
+    super::structural::register(b);
+    super::serialization::register(b);
     register_types();
+    // What no subsystem provides yet raises a clear error (the Python package binds every
+    // `ffi.*` name at import).
+    for name in PENDING {
+        if !b.has(name) {
+            b.add(name, move |_| Err(FfiError::runtime(format!("{name} is not implemented by this library yet"))));
+        }
+    }
 }
 
 /// The `ffi.*` globals of apache-tvm-ffi 0.1.15 whose subsystem is not built yet: each raises a

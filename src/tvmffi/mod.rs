@@ -8,7 +8,9 @@
 //! [`exports`]; everything else is safe Rust over the layouts.
 
 pub mod any;
+pub mod bigint;
 pub mod containers;
+pub mod dataclass;
 pub mod dtype;
 pub mod env;
 pub mod error;
@@ -16,9 +18,13 @@ pub mod exports;
 pub mod function;
 pub mod globals;
 pub mod hash;
+pub mod module;
 pub mod object;
 pub mod registry;
+pub mod serialization;
 pub mod string;
+pub mod structural;
+pub mod tensor;
 pub mod types;
 
 pub use any::{Any, TVMFFIAny};

@@ -29,6 +29,10 @@ pub struct Builder {
 }
 
 impl Builder {
+    /// Whether a global of this name was added.
+    pub fn has(&self, name: &str) -> bool {
+        self.map.contains_key(name)
+    }
     /// Adds a global made of a Rust closure.
     pub fn add(
         &mut self,
