@@ -258,13 +258,21 @@ impl Any {
     }
     /// The device, if this is one.
     pub fn as_device(&self) -> Option<DLDevice> {
-        // SAFETY: the union is read as the variant the type index names.
-        (self.0.type_index == ti::DEVICE).then(|| unsafe { self.0.v.v_device })
+        if self.0.type_index == ti::DEVICE {
+            // SAFETY: the union is read as the variant the type index names.
+            Some(unsafe { self.0.v.v_device })
+        } else {
+            None
+        }
     }
     /// The data type, if this is one.
     pub fn as_dtype(&self) -> Option<DLDataType> {
-        // SAFETY: as above.
-        (self.0.type_index == ti::DATA_TYPE).then(|| unsafe { self.0.v.v_dtype })
+        if self.0.type_index == ti::DATA_TYPE {
+            // SAFETY: as above.
+            Some(unsafe { self.0.v.v_dtype })
+        } else {
+            None
+        }
     }
 }
 

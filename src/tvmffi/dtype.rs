@@ -197,7 +197,7 @@ pub fn parse(input: &str) -> FfiResult<DLDataType> {
         scan = 4;
     } else if s.starts_with("float") {
         for fam in ["8", "6", "4"] {
-            if s[5..].starts_with(&format!("{fam}_")) {
+            if s.strip_prefix("float").is_some_and(|r| r.starts_with(&format!("{fam}_"))) {
                 return small_float(s, 7, fam);
             }
         }

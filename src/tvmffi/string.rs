@@ -46,7 +46,7 @@ pub fn make_bytes_object(b: &[u8], bytes: bool) -> ObjectRef {
 ///
 /// # Safety
 /// `v` is a valid view; the bytes borrowed from it live as long as what it refers to.
-pub unsafe fn view_str_bytes<'a>(v: &'a TVMFFIAny) -> Option<&'a [u8]> {
+pub unsafe fn view_str_bytes(v: &TVMFFIAny) -> Option<&[u8]> {
     match v.type_index {
         // SAFETY: small forms keep their bytes in the cell.
         ti::SMALL_STR | ti::SMALL_BYTES => Some(unsafe { &v.v.v_bytes[..(v.small_len as usize).min(8)] }),

@@ -129,6 +129,7 @@ struct Table {
     entries: Vec<Option<Box<Entry>>>,
     by_key: HashMap<Box<str>, i32>,
     counter: i32,
+    #[allow(clippy::vec_box, reason = "TVMFFIGetTypeAttrColumn hands out pointers to columns: they must not move")]
     columns: Vec<Box<Column>>,
     column_by_name: HashMap<Box<str>, usize>,
     /// Strings and values that registered infos point into: kept for the process's life.
