@@ -91,8 +91,8 @@ fn lanes(rest: &str, whole: &str, allow_scalable: bool) -> FfiResult<(u16, usize
     let mut used = 0;
     if allow_scalable && r.starts_with("xvscale") {
         mult = -1;
-        r = &r[6..];
-        used = 6;
+        r = &r[7..];
+        used = 7;
     }
     if !r.starts_with('x') {
         return Ok((1, 0));

@@ -169,3 +169,6 @@ pub mod ti {
         ("ffi.OpaquePyObject", OPAQUE_PY_OBJECT),
     ];
 }
+
+#[cfg(test)]
+mod tests;
