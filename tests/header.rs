@@ -10,13 +10,153 @@ const HEADERS: [(&str, &str); 3] = [
     ("cbindgen/c_backend_api.toml", "include/tvm/runtime/c_backend_api.h"),
 ];
 
+/// Names of the items declared under `dir` (structs, unions, enums, type aliases, functions).
+fn declared_names(dir: &Path, out: &mut std::collections::BTreeSet<String>) {
+    for e in std::fs::read_dir(dir).expect("source dir") {
+        let p = e.expect("entry").path();
+        if p.is_dir() {
+            declared_names(&p, out);
+        } else if p.extension().is_some_and(|e| e == "rs") {
+            let text = std::fs::read_to_string(&p).expect("source");
+            for kw in ["struct ", "union ", "enum ", "type ", "fn "] {
+                for part in text.split(kw).skip(1) {
+                    let name: String = part.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                    if !name.is_empty() {
+                        out.insert(name);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The classic headers leave out what the tvm-ffi ABI (`src/tvmffi/`) declares, unless the
+/// classic sources declare the same name.
+fn tvm_ffi_only_names(root: &Path) -> Vec<String> {
+    let mut ffi = std::collections::BTreeSet::new();
+    declared_names(&root.join("src/tvmffi"), &mut ffi);
+    let mut classic = std::collections::BTreeSet::new();
+    for e in std::fs::read_dir(root.join("src")).expect("src") {
+        let p = e.expect("entry").path();
+        if p.ends_with("tvmffi") {
+            continue;
+        }
+        if p.is_dir() {
+            declared_names(&p, &mut classic);
+        } else {
+            let mut one = std::collections::BTreeSet::new();
+            let tmp = std::env::temp_dir().join(format!("hdr-scan-{}", std::process::id()));
+            std::fs::create_dir_all(&tmp).expect("tmp");
+            std::fs::copy(&p, tmp.join("f.rs")).expect("copy");
+            declared_names(&tmp, &mut one);
+            let _ = std::fs::remove_dir_all(&tmp);
+            classic.extend(one);
+        }
+    }
+    ffi.difference(&classic).cloned().collect()
+}
+
 fn generate(config: &Path) -> String {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let cfg = cbindgen::Config::from_file(root.join(config)).expect("cbindgen config");
+    let mut cfg = cbindgen::Config::from_file(root.join(config)).expect("cbindgen config");
+    cfg.export.exclude.extend(tvm_ffi_only_names(root));
     let bindings = cbindgen::Builder::new().with_crate(root).with_config(cfg).generate().expect("cbindgen generates");
     let mut out = Vec::new();
     bindings.write(&mut out);
     String::from_utf8(out).expect("utf-8 header")
+}
+
+/// The tvm-ffi headers: generated from the sources of `src/tvmffi/` alone (the classic exports
+/// live elsewhere), `c_api.h` without and `extra/c_env_api.h` with the `TVMFFIEnv*` functions.
+const TVM_FFI_HEADERS: [(&str, &str, bool); 2] = [
+    ("cbindgen/tvm_ffi_c_api.toml", "include/tvm/ffi/c_api.h", false),
+    ("cbindgen/tvm_ffi_c_env_api.toml", "include/tvm/ffi/extra/c_env_api.h", true),
+];
+
+fn tvm_ffi_sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir).expect("src/tvmffi").map(|e| e.expect("entry").path()).collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            tvm_ffi_sources(&p, out);
+        } else if p.extension().is_some_and(|e| e == "rs") && !p.ends_with("tests.rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The names of the exported `TVMFFIEnv*` functions.
+fn env_functions(sources: &[std::path::PathBuf]) -> Vec<String> {
+    let mut names = Vec::new();
+    for s in sources {
+        let text = std::fs::read_to_string(s).expect("source");
+        for part in text.split("fn TVMFFIEnv").skip(1) {
+            let name: String = part.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            names.push(format!("TVMFFIEnv{name}"));
+        }
+        // pending! { TVMFFIEnvX(...); } lists
+        for line in text.lines() {
+            if let Some(rest) = line.trim_start().strip_prefix("TVMFFIEnv") {
+                let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                names.push(format!("TVMFFIEnv{name}"));
+            }
+        }
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+fn generate_tvm_ffi(config: &Path, env: bool) -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut sources = Vec::new();
+    tvm_ffi_sources(&root.join("src/tvmffi"), &mut sources);
+    let envs = env_functions(&sources);
+    let mut cfg = cbindgen::Config::from_file(root.join(config)).expect("cbindgen config");
+    if env {
+        cfg.export.item_types = vec![cbindgen::ItemType::Functions];
+        cfg.export.exclude.retain(|_| false);
+        // Every function but the environment's.
+        for s in &sources {
+            let text = std::fs::read_to_string(s).expect("source");
+            for part in text.split("fn TVMFFI").skip(1) {
+                let name: String = part.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                let full = format!("TVMFFI{name}");
+                if !envs.contains(&full) {
+                    cfg.export.exclude.push(full);
+                }
+            }
+        }
+    } else {
+        cfg.export.exclude.extend(envs);
+    }
+    // cbindgen follows the `mod` declarations from the module's root.
+    let bindings = cbindgen::Builder::new()
+        .with_config(cfg)
+        .with_src(root.join("src/tvmffi/mod.rs"))
+        .generate()
+        .expect("cbindgen generates");
+    let mut out = Vec::new();
+    bindings.write(&mut out);
+    String::from_utf8(out).expect("utf-8 header")
+}
+
+#[test]
+fn tvm_ffi_headers_match_the_sources() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let update = std::env::var_os("UPDATE_HEADERS").is_some();
+    let mut drift = Vec::new();
+    for (config, header, env) in TVM_FFI_HEADERS {
+        let text = generate_tvm_ffi(Path::new(config), env);
+        let path = root.join(header);
+        if update {
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            std::fs::write(&path, &text).expect("write header");
+        } else if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+            drift.push(header);
+        }
+    }
+    assert!(drift.is_empty(), "headers out of date: {drift:?}; run UPDATE_HEADERS=1 cargo test --test header");
 }
 
 #[test]

@@ -7,6 +7,7 @@
 //! libraries) is the same core the classic API uses. The `extern "C"` functions are in
 //! [`exports`]; everything else is safe Rust over the layouts.
 
+pub mod abi;
 pub mod any;
 pub mod bigint;
 pub mod containers;

@@ -33,7 +33,7 @@ pub struct TVMFFIFieldInfo {
     /// Byte offset in the object.
     pub offset: i64,
     /// Reads the field.
-    pub getter: Option<FieldGetter>,
+    pub getter: Option<unsafe extern "C" fn(field: *mut c_void, result: *mut TVMFFIAny) -> i32>,
     /// Writes it (a C function, or a function object with `SetterIsFunctionObj`).
     pub setter: *mut c_void,
     /// The default value or its factory.
@@ -65,7 +65,7 @@ pub struct TVMFFITypeMetadata {
     /// Documentation.
     pub doc: TVMFFIByteArray,
     /// Makes an empty instance.
-    pub creator: Option<ObjectCreator>,
+    pub creator: Option<unsafe extern "C" fn(result: *mut *mut c_void) -> i32>,
     /// The object's size.
     pub total_size: i32,
     /// `TVMFFISEqHashKind`.

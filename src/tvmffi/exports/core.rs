@@ -120,7 +120,9 @@ pub unsafe extern "C" fn TVMFFITypeKeyToIndex(key: *const TVMFFIByteArray, out: 
 #[no_mangle]
 pub unsafe extern "C" fn TVMFFIFunctionCreate(
     handle: *mut c_void,
-    call: Option<function::SafeCall>,
+    call: Option<
+        unsafe extern "C" fn(handle: *mut c_void, args: *const TVMFFIAny, num_args: i32, result: *mut TVMFFIAny) -> i32,
+    >,
     deleter: Option<unsafe extern "C" fn(*mut c_void)>,
     out: *mut *mut c_void,
 ) -> c_int {
