@@ -47,6 +47,8 @@ grep -q "output \[1, 3\]: 4.85 2.3 10.55" <<<"$out"
 
 echo "== python ctypes FFI test"
 python3 -m pytest -q tests/python
+echo "== the tvm-ffi ABI: apache-tvm-ffi 0.1.15's own test suite on this library"
+./scripts/test-tvm-ffi.sh
 ./scripts/test-byoc.sh
 
 for flavour in plain asan; do
