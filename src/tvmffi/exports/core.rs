@@ -229,12 +229,24 @@ pub unsafe extern "C" fn TVMFFIFunctionCall(
     result: *mut TVMFFIAny,
 ) -> c_int {
     if func.is_null() {
-        return FfiError::value("TVMFFIFunctionCall: function handle is NULL").raise();
+        // A tail call (same signature): the hot path keeps no stack frame.
+        // SAFETY: it reads none of its arguments.
+        return unsafe { null_function(func, args, num_args, result) };
     }
     // SAFETY: a function object has its cell right after the header.
     let cell = unsafe { &*(func as *const u8).add(24).cast::<function::TVMFFIFunctionCell>() };
     // SAFETY: the caller's contract is the callee's.
     unsafe { (cell.safe_call)(func, args, num_args, result) }
+}
+
+/// The error path of [`TVMFFIFunctionCall`] with its signature, so that it is reached by a jump.
+///
+/// # Safety
+/// None: it reads none of its arguments.
+#[cold]
+#[inline(never)]
+unsafe extern "C" fn null_function(_f: *mut c_void, _a: *mut TVMFFIAny, _n: i32, _r: *mut TVMFFIAny) -> c_int {
+    FfiError::value("TVMFFIFunctionCall: function handle is NULL").raise()
 }
 
 /// Moves this thread's raised error to `*out` (NULL when none).
