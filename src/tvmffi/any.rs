@@ -124,7 +124,10 @@ impl Any {
     }
     /// A data type.
     pub fn dtype(t: DLDataType) -> Any {
-        Any(TVMFFIAny { type_index: ti::DATA_TYPE, small_len: 0, v: AnyValue { v_dtype: t } })
+        // The 4 bytes after the data type stay zero: hashing and equality read all 8.
+        let mut raw = TVMFFIAny::with_bits(ti::DATA_TYPE, 0);
+        raw.v.v_dtype = t;
+        Any(raw)
     }
     /// A device.
     pub fn device(d: DLDevice) -> Any {
@@ -172,7 +175,13 @@ impl Any {
     pub unsafe fn from_view(view: &TVMFFIAny) -> FfiResult<Any> {
         let t = view.type_index;
         if t >= ti::STATIC_OBJECT_BEGIN {
-            // SAFETY: a view of an object points to a live object.
+            if view.obj_ptr().is_null() {
+                return Err(FfiError::value(format!(
+                    "a value of type {} holds a NULL object",
+                    super::types::type_key(t)
+                )));
+            }
+            // SAFETY: a view of a (non-null) object points to a live object.
             unsafe { inc_ref(view.obj_ptr()) };
             return Ok(Any(*view));
         }

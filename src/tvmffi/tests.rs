@@ -85,6 +85,13 @@ fn views_become_owned_values() {
     // SAFETY: the slot is now null.
     let again = unsafe { Any::from_view(&v) };
     assert!(again.unwrap_err().message().contains("already moved"));
+    // A data type leaves the rest of the payload zero.
+    let d = Any::dtype(crate::abi::DLDataType { code: 2, bits: 32, lanes: 1 });
+    assert_eq!(d.raw().bits() >> 32, 0);
+    // A null object is an error, not a crash.
+    let v = TVMFFIAny::with_bits(ti::ARRAY, 0);
+    // SAFETY: a null pointer is checked.
+    assert!(unsafe { Any::from_view(&v) }.is_err());
     // A null raw string is an error, not a crash.
     let v = TVMFFIAny::with_bits(ti::RAW_STR, 0);
     // SAFETY: a null pointer is checked.
