@@ -6,6 +6,7 @@ mod core;
 mod env;
 mod pending;
 mod reflection;
+mod tensor;
 
 /// Turns a C byte array argument into a `&str` (tvm-ffi keys and names are UTF-8).
 ///

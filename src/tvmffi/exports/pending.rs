@@ -19,13 +19,7 @@ macro_rules! pending {
 }
 
 pending! {
-    TVMFFITensorFromDLPack(from: *mut c_void, align: i32, contig: i32, out: *mut c_void);
-    TVMFFITensorToDLPack(from: *mut c_void, out: *mut c_void);
-    TVMFFITensorFromDLPackVersioned(from: *mut c_void, align: i32, contig: i32, out: *mut c_void);
-    TVMFFITensorToDLPackVersioned(from: *mut c_void, out: *mut c_void);
-    TVMFFITensorCreateUnsafeView(source: *mut c_void, proto: *const c_void, out: *mut c_void);
     TVMFFIBigIntFromByteArray(input: *const c_void, out: *mut c_void);
-    TVMFFIEnvTensorAlloc(proto: *mut c_void, out: *mut c_void);
     TVMFFIEnvModLookupFromImports(ctx: *mut c_void, name: *const c_void, out: *mut c_void);
     TVMFFIEnvModRegisterContextSymbol(name: *const c_void, symbol: *mut c_void);
     TVMFFIEnvModRegisterSystemLibSymbol(name: *const c_void, symbol: *mut c_void);
