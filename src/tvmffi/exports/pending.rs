@@ -19,17 +19,7 @@ macro_rules! pending {
 }
 
 pending! {
-    TVMFFIBigIntFromByteArray(input: *const c_void, out: *mut c_void);
     TVMFFIEnvModLookupFromImports(ctx: *mut c_void, name: *const c_void, out: *mut c_void);
     TVMFFIEnvModRegisterContextSymbol(name: *const c_void, symbol: *mut c_void);
     TVMFFIEnvModRegisterSystemLibSymbol(name: *const c_void, symbol: *mut c_void);
-}
-
-/// Not implemented yet: the empty byte array.
-///
-/// # Safety
-/// None: the argument is not read.
-#[no_mangle]
-pub unsafe extern "C" fn TVMFFIBigIntGetContentByteArray(_value: *const c_void) -> crate::tvmffi::TVMFFIByteArray {
-    crate::tvmffi::TVMFFIByteArray::EMPTY
 }
