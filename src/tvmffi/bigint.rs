@@ -58,7 +58,7 @@ pub fn from_words(words: &[i64]) -> Any {
 ///
 /// # Safety
 /// `v` is a valid cell; the words live as long as it (and its object) does.
-pub unsafe fn words<'a>(v: &'a TVMFFIAny) -> Option<&'a [i64]> {
+pub unsafe fn words(v: &TVMFFIAny) -> Option<&[i64]> {
     match v.type_index {
         // SAFETY: the union's 8 bytes are the integer.
         ti::INT => Some(std::slice::from_ref(unsafe { &v.v.v_int64 })),

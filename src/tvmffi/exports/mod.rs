@@ -5,7 +5,7 @@
 mod bigint;
 mod core;
 mod env;
-mod pending;
+mod module;
 mod reflection;
 mod tensor;
 
