@@ -308,6 +308,7 @@ mod tests {
         let small = Any::int(7);
         // SAFETY: `small` is alive.
         assert_eq!(unsafe { content(small.raw()).as_slice() }, 7i64.to_ne_bytes());
+        // SAFETY: a float cell has no words.
         assert_eq!(unsafe { content(Any::float(1.0).raw()) }.size, 0);
     }
 

@@ -477,6 +477,55 @@ mod tests {
         }
     }
 
+    unsafe extern "C" fn test_alloc(
+        proto: *mut DLTensor,
+        out: *mut *mut DLManagedTensorVersioned,
+        ctx: *mut std::ffi::c_void,
+        set_error: dlpack::SetErrorFn,
+    ) -> std::ffi::c_int {
+        // SAFETY: called by env_alloc with a valid prototype and out slot.
+        unsafe {
+            if (*proto).ndim == 3 {
+                set_error(ctx, c"ValueError".as_ptr(), c"no 3-d tensors".as_ptr());
+                return -1;
+            }
+            *out = versioned(dims((*proto).shape, (*proto).ndim));
+        }
+        0
+    }
+
+    #[test]
+    fn env_alloc_uses_the_thread_allocator_and_reports_its_errors() {
+        let mut shape = [2i64, 5, 1];
+        let mut proto = DLTensor {
+            data: std::ptr::null_mut(),
+            device: cpu(),
+            ndim: 2,
+            dtype: f32(),
+            shape: shape.as_mut_ptr(),
+            strides: std::ptr::null_mut(),
+            byte_offset: 0,
+        };
+        super::super::env::set_allocator(std::ptr::null_mut(), false);
+        // SAFETY: a valid prototype.
+        let e = unsafe { env_alloc(&mut proto) }.unwrap_err();
+        assert!(e.message().contains("allocator is nullptr"), "{}", e.message());
+        super::super::env::set_allocator(test_alloc as *mut _, false);
+        // SAFETY: a valid prototype.
+        let t = unsafe { env_alloc(&mut proto) }.unwrap();
+        // SAFETY: a live tensor; ndim entries.
+        unsafe {
+            let dl = dltensor(t.as_ptr());
+            assert_eq!(dims(dl.shape, dl.ndim), &[2, 5]);
+            assert_eq!(dims(dl.strides, dl.ndim), &[5, 1]);
+        }
+        proto.ndim = 3;
+        // SAFETY: a valid prototype.
+        let e = unsafe { env_alloc(&mut proto) }.unwrap_err();
+        assert_eq!((e.kind(), e.message()), ("ValueError".to_string(), "no 3-d tensors".to_string()));
+        super::super::env::set_allocator(std::ptr::null_mut(), false);
+    }
+
     #[test]
     fn contiguity_ignores_unit_dims_and_empty_tensors() {
         let mut shape = [2i64, 1, 3];
@@ -491,9 +540,11 @@ mod tests {
             byte_offset: 0,
         };
         assert!(is_contiguous(&t));
-        strides[0] = 4;
+        // SAFETY: the tensor points at the arrays above.
+        unsafe { *t.strides = 4 };
         assert!(!is_contiguous(&t));
-        shape[2] = 0;
+        // SAFETY: as above.
+        unsafe { *t.shape.add(2) = 0 };
         assert!(is_contiguous(&t));
         t.device.device_type = 4; // OpenCL: handles are not addresses
         t.data = 3usize as *mut _;
@@ -515,7 +566,8 @@ mod tests {
         // SAFETY: live tensor and a valid prototype.
         let v = unsafe { create_view(t.as_ptr(), &proto) }.unwrap();
         assert_eq!(t.use_count(), 2);
-        shape[0] = 7;
+        // SAFETY: the prototype's shape is the array above; the view must not see the change.
+        unsafe { *proto.shape = 7 };
         // SAFETY: a live tensor.
         let dl = unsafe { dltensor(v.as_ptr()) };
         // SAFETY: ndim entries.
