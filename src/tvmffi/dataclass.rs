@@ -3,6 +3,7 @@
 //! Python-defined classes, repr, recursive comparison and hashing, deep copy, and enums.
 
 pub mod access;
+pub mod access_path;
 pub mod compare;
 pub mod convert;
 pub mod copy;
@@ -36,7 +37,14 @@ fn cmp_global(b: &mut Builder, name: &'static str, eq_only: bool, pick: fn(i32) 
 
 /// Adds this subsystem's globals and registers the enum types.
 pub fn register(b: &mut Builder) {
-    for key in ["ffi.EnumState", "ffi.Enum", "ffi.IntEnum", "ffi.StrEnum"] {
+    for key in [
+        "ffi.EnumState",
+        "ffi.Enum",
+        "ffi.IntEnum",
+        "ffi.StrEnum",
+        "ffi.reflection.AccessStep",
+        "ffi.reflection.AccessPath",
+    ] {
         let parent = if key.ends_with("IntEnum") || key.ends_with("StrEnum") {
             types::key_to_index("ffi.Enum")
         } else {
@@ -49,6 +57,9 @@ pub fn register(b: &mut Builder) {
     }
     if let Err(e) = enums::register_types() {
         eprintln!("tvm-ffi: enum types not registered: {e}");
+    }
+    if let Err(e) = access_path::register_types() {
+        eprintln!("tvm-ffi: access path types not registered: {e}");
     }
     convert::register_converters();
     b.add("ffi._RegisterFFIInit", |a| {

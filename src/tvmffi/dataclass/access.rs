@@ -4,6 +4,7 @@
 
 use crate::tvmffi::any::{Any, TVMFFIAny};
 use crate::tvmffi::containers::array::seq_items;
+use crate::tvmffi::containers::map;
 use crate::tvmffi::object::ObjectRef;
 use crate::tvmffi::{function, registry, string, ti, FfiError, FfiResult};
 
@@ -20,48 +21,32 @@ pub fn seq(o: &ObjectRef) -> Vec<Any> {
 
 /// The entries of an `ffi.Map` or `ffi.Dict`, in iteration order.
 pub fn map_items(o: &ObjectRef) -> FfiResult<Vec<(Any, Any)>> {
-    let dict = o.type_index() == ti::DICT;
-    let size = call_global(if dict { "ffi.DictSize" } else { "ffi.MapSize" }, &[Any::object(o.clone())])?
-        .as_i64()
-        .unwrap_or(0);
-    let mut out = Vec::with_capacity(size.max(0) as usize);
-    if size <= 0 {
-        return Ok(out);
-    }
-    let it = call_global(
-        if dict { "ffi.DictForwardIterFunctor" } else { "ffi.MapForwardIterFunctor" },
-        &[Any::object(o.clone())],
-    )?
-    .into_object()
-    .map_err(|_| FfiError::runtime("map iterator is not a function"))?;
-    for _ in 0..size {
-        let k = function::call_any(&it, &[Any::int(0)])?;
-        let v = function::call_any(&it, &[Any::int(1)])?;
-        out.push((k, v));
-        if !function::call_any(&it, &[Any::int(2)])?.as_bool().unwrap_or(false) {
-            break;
-        }
-    }
-    Ok(out)
+    map::map_items(o)
 }
 
 /// The value at `key` in an `ffi.Map` or `ffi.Dict`.
 pub fn map_get(o: &ObjectRef, key: &Any) -> FfiResult<Option<Any>> {
-    let dict = o.type_index() == ti::DICT;
-    let v = call_global(
-        if dict { "ffi.DictGetItemOrMissing" } else { "ffi.MapGetItemOrMissing" },
-        &[Any::object(o.clone()), key.clone()],
-    )?;
-    let missing = crate::tvmffi::globals::missing_object();
-    Ok((!(v.raw().is_object() && v.raw().obj_ptr() == missing.raw().obj_ptr())).then_some(v))
+    map::map_get(o, key)
 }
 
-/// Makes a container through its global (`ffi.List`, `ffi.Map`, `ffi.Dict`, `ffi.Array`).
+/// Makes a container (`ffi.Array`, `ffi.List`, `ffi.Map`, `ffi.Dict`; maps from key, value,
+/// key, value...).
 pub fn make(name: &str, items: Vec<Any>) -> FfiResult<Any> {
-    if name == "ffi.Array" {
-        return Ok(Any::object(crate::tvmffi::containers::array::make_array(items)));
-    }
-    call_global(name, &items)
+    let pairs = |items: Vec<Any>| {
+        let mut it = items.into_iter();
+        let mut out = Vec::new();
+        while let (Some(k), Some(v)) = (it.next(), it.next()) {
+            out.push((k, v));
+        }
+        out
+    };
+    Ok(Any::object(match name {
+        "ffi.Array" => crate::tvmffi::containers::array::make_array(items),
+        "ffi.List" => crate::tvmffi::containers::list::make_list(items),
+        "ffi.Map" => map::make_map(pairs(items))?,
+        "ffi.Dict" => map::make_dict(pairs(items))?,
+        _ => return call_global(name, &items),
+    }))
 }
 
 /// The bytes of a string or bytes value (small or object).
@@ -80,22 +65,9 @@ pub fn is_bytes(t: i32) -> bool {
     t == ti::BYTES || t == ti::SMALL_BYTES
 }
 
-/// The dimensions of an `ffi.Shape` (header, then a data pointer and a size).
+/// The dimensions of an `ffi.Shape`.
 pub fn shape_dims(o: &ObjectRef) -> &[i64] {
-    #[repr(C)]
-    struct ShapeCell {
-        data: *const i64,
-        size: usize,
-    }
-    // SAFETY: a shape object holds this cell after the header, pointing to `size` dimensions.
-    unsafe {
-        let c = o.payload::<ShapeCell>();
-        if c.data.is_null() || c.size == 0 {
-            &[]
-        } else {
-            std::slice::from_raw_parts(c.data, c.size)
-        }
-    }
+    crate::tvmffi::containers::shape::shape_dims(o)
 }
 
 /// Whether a type is `ffi.Enum` or derives from it.

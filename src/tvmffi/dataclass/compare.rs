@@ -234,9 +234,15 @@ impl Comparer {
     }
 }
 
+fn bigint_words(v: &Any) -> Vec<i64> {
+    match v.as_object() {
+        Some(o) => crate::tvmffi::bigint::object_words(&o).unwrap_or_default(),
+        None => vec![v.as_i64().unwrap_or(0)],
+    }
+}
+
 fn bigint_cmp(l: &Any, r: &Any) -> FfiResult<i32> {
-    let c = access::call_global("ffi.BigIntCompare", &[l.clone(), r.clone()])?;
-    Ok(c.as_i64().unwrap_or(0).signum() as i32)
+    Ok(crate::tvmffi::bigint::compare(&bigint_words(l), &bigint_words(r)) as i32)
 }
 
 /// Compares two values: `eq_only` gives 0 for equal, non-zero otherwise; else an ordering.

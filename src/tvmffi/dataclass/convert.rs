@@ -33,11 +33,10 @@ fn convert(target: i32, to: &str, v: Any) -> FfiResult<Any> {
             access::make(if target == ti::MAP { "ffi.Map" } else { "ffi.Dict" }, items)
         }
         (ti::SHAPE, ti::ARRAY | ti::LIST) => {
-            let items = access::seq(&o);
-            if items.iter().any(|x| x.type_index() != ti::INT) {
-                return Err(cannot(&v, to));
-            }
-            access::call_global("ffi.Shape", &items)
+            let dims: Option<Vec<i64>> =
+                access::seq(&o).iter().map(|x| (x.type_index() == ti::INT).then(|| x.as_i64()).flatten()).collect();
+            let dims = dims.ok_or_else(|| cannot(&v, to))?;
+            Ok(Any::object(crate::tvmffi::containers::shape::make_shape(&dims)))
         }
         _ => Err(cannot(&v, to)),
     }

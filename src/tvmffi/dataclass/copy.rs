@@ -6,6 +6,7 @@
 use super::access;
 use super::fields::{all_fields, get_field, set_field};
 use crate::tvmffi::any::Any;
+use crate::tvmffi::containers::{list, map};
 use crate::tvmffi::{function, ti, types, FfiError, FfiResult};
 use std::collections::{HashMap, HashSet};
 
@@ -69,7 +70,7 @@ impl Copier {
                 self.remember(key, c.clone());
                 for x in access::seq(&o) {
                     let y = self.copy(&x)?;
-                    access::call_global("ffi.ListAppend", &[c.clone(), y])?;
+                    list::list_append(&c.as_object().expect("list"), y)?;
                 }
                 Ok(c)
             }
@@ -79,7 +80,7 @@ impl Copier {
                 for (k, x) in access::map_items(&o)? {
                     let k2 = self.copy(&k)?;
                     let x2 = self.copy(&x)?;
-                    access::call_global("ffi.DictSetItem", &[c.clone(), k2, x2])?;
+                    map::dict_set(&c.as_object().expect("dict"), k2, x2)?;
                 }
                 Ok(c)
             }
@@ -123,7 +124,7 @@ impl Copier {
                 ti::LIST => {
                     for (i, x) in access::seq(&o).iter().enumerate() {
                         if let Some(n) = self.lookup(x) {
-                            access::call_global("ffi.ListSetItem", &[c.clone(), Any::int(i as i64), n])?;
+                            list::list_set(&o, i as i64, n)?;
                         }
                     }
                 }
@@ -136,8 +137,8 @@ impl Copier {
                         }
                     }
                     for (old, nk, nx) in fix {
-                        access::call_global("ffi.DictErase", &[c.clone(), old])?;
-                        access::call_global("ffi.DictSetItem", &[c.clone(), nk, nx])?;
+                        map::map_erase(&o, &old)?;
+                        map::dict_set(&o, nk, nx)?;
                     }
                 }
                 t if t >= ti::DYN_OBJECT_BEGIN => {

@@ -345,3 +345,79 @@ pub fn make_field_setter(field_type_index: i32, converter: i64, f_convert: i64) 
 pub fn field_getter_address(type_index: i32) -> FfiResult<i64> {
     Ok(fields::getter_for(type_index)? as usize as i64)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tvmffi::TVMFFIByteArray;
+
+    unsafe extern "C" fn set_i64(field: *mut c_void, value: *const TVMFFIAny) -> i32 {
+        // SAFETY: the test's fields are i64 cells; the value is a valid view.
+        unsafe { *field.cast::<i64>() = crate::tvmffi::any::view_as_i64(&*value).unwrap_or(-1) };
+        0
+    }
+
+    fn int_field(name: &'static str, offset: i64, flags: i64, default: i64) -> TVMFFIFieldInfo {
+        TVMFFIFieldInfo {
+            name: TVMFFIByteArray::of(name.as_bytes()),
+            doc: TVMFFIByteArray::EMPTY,
+            metadata: TVMFFIByteArray::EMPTY,
+            flags,
+            size: 8,
+            alignment: 8,
+            offset,
+            getter: Some(fields::getter_for(ti::INT).unwrap()),
+            setter: set_i64 as *mut c_void,
+            default_value_or_factory: TVMFFIAny::with_bits(ti::INT, default as u64),
+            field_static_type_index: ti::INT,
+        }
+    }
+
+    fn point_type(key: &str) -> i32 {
+        let t = types::get_or_alloc_index(key, -1, 1, 0, true, ti::OBJECT).unwrap();
+        types::register_field(t, &int_field("x", 24, 0, 0)).unwrap();
+        types::register_field(t, &int_field("y", 32, HAS_DEFAULT, 7)).unwrap();
+        types::register_field(t, &int_field("z", 40, KW_ONLY | HAS_DEFAULT, 9)).unwrap();
+        pyclass_register(t, 48).unwrap();
+        t
+    }
+
+    fn get(o: &Any, name: &str) -> i64 {
+        let o = o.as_object().unwrap();
+        let f = all_fields(o.type_index()).into_iter().find(|f| field_name(f) == name).unwrap();
+        // SAFETY: the object is of the test type.
+        unsafe { fields::get_field(o.as_ptr(), &f) }.unwrap().as_i64().unwrap()
+    }
+
+    #[test]
+    fn auto_init_binds_positional_keyword_and_defaults() {
+        let t = point_type("dc.test.Point");
+        let init = types::attr_value("__ffi_init__", t).unwrap().into_object().unwrap();
+        let o = function::call_any(&init, &[Any::int(1)]).unwrap();
+        assert_eq!((get(&o, "x"), get(&o, "y"), get(&o, "z")), (1, 7, 9));
+        let o = function::call_any(&init, &[Any::int(1), kwargs_object(), Any::string("z"), Any::int(5)]).unwrap();
+        assert_eq!((get(&o, "x"), get(&o, "y"), get(&o, "z")), (1, 7, 5));
+        let e = function::call_any(&init, &[]).unwrap_err();
+        assert!(e.message().contains("missing required argument: 'x'"), "{}", e.message());
+        let e = function::call_any(&init, &[Any::int(1), Any::int(2), Any::int(3)]).unwrap_err();
+        assert!(e.message().contains("takes at most 2 positional argument(s), but 3 were given"));
+        let e = function::call_any(&init, &[kwargs_object(), Any::string("w"), Any::int(1)]).unwrap_err();
+        assert!(e.message().contains("unexpected keyword argument 'w'"));
+    }
+
+    #[test]
+    fn packed_args_and_shallow_copy() {
+        let t = point_type("dc.test.Point2");
+        let args = [Any::int(t as i64), Any::string("x"), Any::int(3)];
+        let views: Vec<TVMFFIAny> = args.iter().map(|a| *a.raw()).collect();
+        let o = make_object_from_packed_args(&views).unwrap();
+        assert_eq!((get(&o, "x"), get(&o, "y")), (3, 7));
+        let copy = types::attr_value("__ffi_shallow_copy__", t).unwrap().into_object().unwrap();
+        let c = function::call_any(&copy, std::slice::from_ref(&o)).unwrap();
+        assert_ne!(c.raw().obj_ptr(), o.raw().obj_ptr());
+        assert_eq!(get(&c, "x"), 3);
+        let bad = [Any::int(t as i64), Any::string("nope"), Any::int(3), Any::string("x"), Any::int(1)];
+        let views: Vec<TVMFFIAny> = bad.iter().map(|a| *a.raw()).collect();
+        assert!(make_object_from_packed_args(&views).unwrap_err().message().contains("does not have field `nope`"));
+    }
+}

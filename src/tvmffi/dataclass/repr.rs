@@ -195,11 +195,8 @@ impl Printer {
             ti::STR => return Ok(Some(escape_str(str_bytes(v.raw())))),
             ti::BYTES => return Ok(Some(format_bytes(str_bytes(v.raw())))),
             ti::BIG_INT => {
-                let s = access::call_global("ffi.BigIntToString", std::slice::from_ref(v))
-                    .ok()
-                    .and_then(|s| s.as_str().map(str::to_owned))
-                    .unwrap_or_else(|| "<BigInt>".into());
-                return Ok(Some(s));
+                let w = crate::tvmffi::bigint::object_words(&o).unwrap_or_default();
+                return Ok(Some(crate::tvmffi::bigint::to_decimal(&w)));
             }
             ti::TENSOR => {
                 // SAFETY: a tensor object holds a DLTensor after the header.
