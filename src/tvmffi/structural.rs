@@ -6,6 +6,7 @@ pub mod cont;
 pub mod equal;
 pub mod hash;
 pub mod reflect;
+pub mod visit;
 
 use super::any::Any;
 use super::globals::{arg_any, expect_args};
@@ -105,6 +106,7 @@ fn register_types() {
 /// Adds this subsystem's globals.
 pub fn register(b: &mut Builder) {
     register_types();
+    visit::register(b);
     b.add("ffi.StructuralEqual", |a| {
         let n = "ffi.StructuralEqual";
         expect_args(n, a, 4)?;
