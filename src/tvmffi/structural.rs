@@ -5,6 +5,7 @@ pub mod access_path;
 pub mod cont;
 pub mod equal;
 pub mod hash;
+pub mod mutate;
 pub mod reflect;
 pub mod visit;
 
@@ -107,6 +108,7 @@ fn register_types() {
 pub fn register(b: &mut Builder) {
     register_types();
     visit::register(b);
+    mutate::register(b);
     b.add("ffi.StructuralEqual", |a| {
         let n = "ffi.StructuralEqual";
         expect_args(n, a, 4)?;

@@ -304,3 +304,28 @@ pub fn register(b: &mut Builder) {
         with_region(&v, k as i32, || function::call_any(&f, &[]))
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    #[test]
+    fn walks_in_order_and_stops_at_an_interrupt() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s2 = seen.clone();
+        let f = function::from_fn(move |a| {
+            let v = crate::tvmffi::any::view_as_i64(&a[0]).unwrap_or(0);
+            s2.lock().unwrap().push(v);
+            Ok(if v == 2 { Any::object(super::super::make_interrupt(Any::int(v))) } else { Any::none() })
+        });
+        let root = cont::make_array(vec![Any::int(1), cont::make_array(vec![Any::int(2), Any::int(3)])]);
+        let v = new_visitor(Mode::Walk { pre: true, plain: vec![(ti::INT, f, false)], with_kind: Vec::new() });
+        let r = visit(&v, &root).unwrap().expect("interrupted");
+        assert_eq!(r.type_index(), ti::VISIT_INTERRUPT);
+        assert_eq!(*seen.lock().unwrap(), vec![1, 2]);
+        assert!(type_match(ti::SMALL_STR, ti::STR));
+        assert!(type_match(ti::ARRAY, ti::OBJECT));
+        assert!(!type_match(ti::INT, ti::FLOAT));
+    }
+}
