@@ -4,6 +4,7 @@
 
 pub mod access;
 pub mod compare;
+pub mod convert;
 pub mod copy;
 pub mod enums;
 pub mod fields;
@@ -49,6 +50,7 @@ pub fn register(b: &mut Builder) {
     if let Err(e) = enums::register_types() {
         eprintln!("tvm-ffi: enum types not registered: {e}");
     }
+    convert::register_converters();
     b.add("ffi._RegisterFFIInit", |a| {
         expect_args("ffi._RegisterFFIInit", a, 1)?;
         init::register_ffi_init(arg_i32("ffi._RegisterFFIInit", a, 0)?)?;

@@ -186,8 +186,74 @@ fn first_non_cpu(v: &TVMFFIAny, depth: usize) -> FfiResult<Option<crate::abi::DL
     }
 }
 
+fn cannot_cast(v: &TVMFFIAny, to: &str) -> FfiError {
+    FfiError::type_error(format!("Cannot cast from `{}` to `{to}`", types::type_key(v.type_index)))
+}
+
+fn seq_arg(v: &TVMFFIAny) -> Option<Vec<Any>> {
+    if !matches!(v.type_index, ti::ARRAY | ti::LIST) {
+        return None;
+    }
+    // SAFETY: an object cell of an argument is a live object.
+    unsafe { ObjectRef::from_borrowed(v.obj_ptr()) }.map(|o| seq_items(&o).to_vec())
+}
+
+fn map_arg(v: &TVMFFIAny) -> FfiResult<Option<Vec<(Any, Any)>>> {
+    if !matches!(v.type_index, ti::MAP | ti::DICT) {
+        return Ok(None);
+    }
+    // SAFETY: an object cell of an argument is a live object.
+    match unsafe { ObjectRef::from_borrowed(v.obj_ptr()) } {
+        Some(o) => Ok(Some(map::map_items(&o)?)),
+        None => Ok(None),
+    }
+}
+
+/// The `__ffi_convert__` of a container type (`def_convert<TSelf>()`): the value itself when it
+/// has the type, else tvm-ffi's conversion (array <-> list, map <-> dict, ints -> shape).
+fn convert(target: i32, v: &TVMFFIAny) -> FfiResult<Any> {
+    if v.type_index == target {
+        // SAFETY: a valid argument view.
+        return unsafe { Any::from_view(v) };
+    }
+    match target {
+        ti::ARRAY => seq_arg(v).map(|items| Any::object(make_array(items))).ok_or_else(|| cannot_cast(v, "Array<Any>")),
+        ti::LIST => {
+            seq_arg(v).map(|items| Any::object(list::make_list(items))).ok_or_else(|| cannot_cast(v, "List<Any>"))
+        }
+        ti::MAP => match map_arg(v)? {
+            Some(items) => Ok(Any::object(map::make_map(items)?)),
+            None => Err(cannot_cast(v, "Map<Any, Any>")),
+        },
+        ti::DICT => match map_arg(v)? {
+            Some(items) => Ok(Any::object(map::make_dict(items)?)),
+            None => Err(cannot_cast(v, "Dict<Any, Any>")),
+        },
+        _ => {
+            let dims = seq_arg(v)
+                .and_then(|items| items.iter().map(|a| view_as_i64(a.raw())).collect::<Option<Vec<i64>>>())
+                .ok_or_else(|| cannot_cast(v, "ffi.Shape"))?;
+            Ok(Any::object(shape::make_shape(&dims)))
+        }
+    }
+}
+
+fn register_converts() {
+    for target in [ti::ARRAY, ti::LIST, ti::MAP, ti::DICT, ti::SHAPE] {
+        let f = function::from_fn(move |a| {
+            let v = a.first().ok_or_else(|| FfiError::type_error("__ffi_convert__ expects one argument"))?;
+            convert(target, v)
+        });
+        let f = Any::object(f);
+        // Start-up registration: the columns are new, a failure only means someone else
+        // registered the attribute first.
+        let _ = types::register_attr(target, "__ffi_convert__", f.raw());
+    }
+}
+
 /// Adds the container globals.
 pub fn register(b: &mut Builder) {
+    register_converts();
     register_array(b);
     register_list(b);
     register_maps(b);

@@ -31,6 +31,7 @@ fn type_err(msg: String) -> FfiError {
 
 impl Comparer {
     /// Compares; `Ok(None)` when an object pair needs the field walk.
+    #[inline(never)]
     fn immediate(self: &Arc<Self>, l: &Any, r: &Any) -> FfiResult<Option<i32>> {
         let (lt, rt) = (l.type_index(), r.type_index());
         if lt == ti::NONE && rt == ti::NONE {
@@ -165,6 +166,7 @@ impl Comparer {
     }
 
     fn compare(self: &Arc<Self>, l: &Any, r: &Any) -> FfiResult<i32> {
+        access::check_stack("RecursiveCompare")?;
         if let Some(c) = self.immediate(l, r)? {
             return Ok(c);
         }
@@ -249,6 +251,7 @@ struct Hasher {
 }
 
 impl Hasher {
+    #[inline(never)]
     fn immediate(self: &Arc<Self>, v: &Any) -> FfiResult<Option<u64>> {
         let t = v.type_index();
         let raw = v.raw();
@@ -312,6 +315,7 @@ impl Hasher {
     }
 
     fn hash(self: &Arc<Self>, v: &Any) -> FfiResult<u64> {
+        access::check_stack("RecursiveHash")?;
         if let Some(h) = self.immediate(v)? {
             return Ok(h);
         }

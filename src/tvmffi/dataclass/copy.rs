@@ -28,7 +28,9 @@ impl Copier {
         }
     }
 
+    #[inline(never)]
     fn copy(&mut self, v: &Any) -> FfiResult<Any> {
+        access::check_stack("DeepCopy")?;
         if v.type_index() < ti::STATIC_OBJECT_BEGIN {
             return Ok(v.clone());
         }

@@ -89,7 +89,15 @@ unsafe extern "C" fn set_obj(field: *mut c_void, value: *const TVMFFIAny) -> i32
     })
 }
 
-fn field(name: &'static str, doc: &'static str, flags: i64, size: i64, offset: i64, sti: i32) -> TVMFFIFieldInfo {
+fn field(
+    name: &'static str,
+    doc: &'static str,
+    schema: &'static str,
+    flags: i64,
+    size: i64,
+    offset: i64,
+    sti: i32,
+) -> TVMFFIFieldInfo {
     let (getter, setter): (types::FieldGetter, fields::FieldSetter) = match sti {
         ti::INT => (fields::getter_for(ti::INT).expect("int getter"), set_i64),
         ti::ANY => (fields::get_any, set_any),
@@ -98,7 +106,7 @@ fn field(name: &'static str, doc: &'static str, flags: i64, size: i64, offset: i
     TVMFFIFieldInfo {
         name: TVMFFIByteArray::of(name.as_bytes()),
         doc: TVMFFIByteArray::of(doc.as_bytes()),
-        metadata: TVMFFIByteArray::of(b"{}"),
+        metadata: TVMFFIByteArray::of(schema.as_bytes()),
         flags,
         size,
         alignment: 8,
@@ -109,6 +117,10 @@ fn field(name: &'static str, doc: &'static str, flags: i64, size: i64, offset: i
         field_static_type_index: sti,
     }
 }
+
+const INT_SCHEMA: &str = r#"{"type_schema":"{\"type\":\"int\"}"}"#;
+const STR_SCHEMA: &str = r#"{"type_schema":"{\"type\":\"ffi.String\"}"}"#;
+const INIT_SCHEMA: &str = r#"{"type_schema":"{\"type\":\"ffi.Function\",\"named_args\":{\"return\":[{\"type\":\"ffi.Object\"}],\"params\":[]}}"}"#;
 
 fn metadata(creator: types::ObjectCreator, kind: i32) -> TVMFFITypeMetadata {
     TVMFFITypeMetadata {
@@ -134,15 +146,39 @@ pub fn register_types() -> FfiResult<()> {
     }
     types::register_field(
         state,
-        &field("entries", "Enum singletons in registration order.", INIT_OFF, 8, 24, ti::LIST),
+        &field(
+            "entries",
+            "Enum singletons in registration order.",
+            r#"{"type_schema":"{\"type\":\"ffi.List\",\"args\":[{\"type\":\"ffi.Object\"}]}"}"#,
+            INIT_OFF,
+            8,
+            24,
+            ti::LIST,
+        ),
     )?;
     types::register_field(
         state,
-        &field("indexes", "Canonical integer and string indices to enum singletons.", INIT_OFF, 8, 32, ti::OBJECT),
+        &field(
+            "indexes",
+            "Canonical integer and string indices to enum singletons.",
+            r#"{"type_schema":"{\"type\":\"ffi.Dict\",\"args\":[{\"type\":\"Any\"},{\"type\":\"ffi.Object\"}]}"}"#,
+            INIT_OFF,
+            8,
+            32,
+            ti::OBJECT,
+        ),
     )?;
     types::register_field(
         state,
-        &field("attrs", "Extensible-attribute columns keyed by enum singleton.", INIT_OFF, 8, 40, ti::OBJECT),
+        &field(
+            "attrs",
+            "Extensible-attribute columns keyed by enum singleton.",
+            r#"{"type_schema":"{\"type\":\"ffi.Dict\",\"args\":[{\"type\":\"ffi.String\"},{\"type\":\"ffi.Dict\",\"args\":[{\"type\":\"ffi.Object\"},{\"type\":\"Any\"}]}]}"}"#,
+            INIT_OFF,
+            8,
+            40,
+            ti::OBJECT,
+        ),
     )?;
     types::register_metadata(state, &metadata(create_state, 0))?;
     let init = Any::object(function::from_fn(|_| Ok(Any::object(make_state()?))));
@@ -151,23 +187,26 @@ pub fn register_types() -> FfiResult<()> {
         &TVMFFIMethodInfo {
             name: TVMFFIByteArray::of(b"__ffi_init__"),
             doc: TVMFFIByteArray::EMPTY,
-            metadata: TVMFFIByteArray::of(b"{}"),
+            metadata: TVMFFIByteArray::of(INIT_SCHEMA.as_bytes()),
             flags: 1 << 2,
             method: *init.raw(),
         },
     )?;
     types::register_attr(state, "__ffi_init__", init.raw())?;
-    types::register_field(base, &field("_int_index", "Canonical integer index.", SEQ_HASH_IGNORE, 8, 24, ti::INT))?;
-    types::register_field(base, &field("_str_index", "Canonical string index.", 0, 16, 32, ti::ANY))?;
+    types::register_field(
+        base,
+        &field("_int_index", "Canonical integer index.", INT_SCHEMA, SEQ_HASH_IGNORE, 8, 24, ti::INT),
+    )?;
+    types::register_field(base, &field("_str_index", "Canonical string index.", STR_SCHEMA, 0, 16, 32, ti::ANY))?;
     types::register_metadata(base, &metadata(create_enum, 5))?;
     types::register_field(
         int_enum,
-        &field("value", "Canonical integer index.", INIT_OFF | SEQ_HASH_IGNORE, 8, 24, ti::INT),
+        &field("value", "Canonical integer index.", INT_SCHEMA, INIT_OFF | SEQ_HASH_IGNORE, 8, 24, ti::INT),
     )?;
     types::register_metadata(int_enum, &metadata(create_int_enum, 5))?;
     types::register_field(
         str_enum,
-        &field("value", "Canonical string index.", INIT_OFF | SEQ_HASH_IGNORE, 16, 32, ti::ANY),
+        &field("value", "Canonical string index.", STR_SCHEMA, INIT_OFF | SEQ_HASH_IGNORE, 16, 32, ti::ANY),
     )?;
     types::register_metadata(str_enum, &metadata(create_str_enum, 5))?;
     for t in [base, int_enum, str_enum] {

@@ -299,9 +299,11 @@ pub fn pyclass_register(type_index: i32, total_size: i32) -> FfiResult<()> {
         // SAFETY: the source is a live object of this type; the copy is fresh zeroed storage.
         unsafe {
             let s = src.obj_ptr() as *const u8;
-            for f in all_fields(type_index) {
+            let mut seen = std::collections::HashSet::new();
+            // Fields that alias one storage (an enum's `value`) are copied once.
+            for f in all_fields(type_index).iter().filter(|f| seen.insert(f.offset)) {
                 let off = f.offset as usize;
-                fields::copy_field((p as *mut u8).add(off), s.add(off), &f);
+                fields::copy_field((p as *mut u8).add(off), s.add(off), f);
             }
             Ok(Any::opt_object(ObjectRef::from_raw(p)))
         }

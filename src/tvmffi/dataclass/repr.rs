@@ -149,6 +149,7 @@ fn is_container(t: i32) -> bool {
 }
 
 impl Printer {
+    #[inline(never)]
     fn immediate(this: &Arc<Mutex<Printer>>, v: &Any) -> FfiResult<Option<String>> {
         let t = v.type_index();
         let raw = v.raw();
@@ -167,6 +168,7 @@ impl Printer {
         Ok(Some(s))
     }
 
+    #[inline(never)]
     fn object_immediate(this: &Arc<Mutex<Printer>>, v: &Any) -> FfiResult<Option<String>> {
         let Some(o) = v.as_object() else { return Ok(Some("None".into())) };
         let key = o.as_ptr() as usize;
@@ -261,6 +263,7 @@ impl Printer {
     }
 
     fn repr(this: &Arc<Mutex<Printer>>, v: &Any) -> FfiResult<String> {
+        access::check_stack("ReprPrint")?;
         if let Some(s) = Self::immediate(this, v)? {
             return Ok(s);
         }

@@ -2,10 +2,12 @@
 //! its arguments, runs the core inside [`safe_call`](super::error::safe_call) (errors and panics
 //! become a raised `ffi.Error` and a non-zero return) and encodes the result.
 
+mod bigint;
 mod core;
 mod env;
-mod pending;
+mod module;
 mod reflection;
+mod tensor;
 
 /// Turns a C byte array argument into a `&str` (tvm-ffi keys and names are UTF-8).
 ///
