@@ -173,6 +173,14 @@ impl Writer {
     fn object_data(&mut self, v: &Any) -> FfiResult<Json> {
         let t = v.type_index();
         let obj = v.as_object().expect("object");
+        if let Some(int_enum) = enum_kind(t) {
+            let f = field_named(&obj, if int_enum { "_int_index" } else { "_str_index" })?;
+            return Ok(if int_enum {
+                Json::Int(f.as_i64().unwrap_or(0))
+            } else {
+                Json::Str(String::from_utf8_lossy(cont::str_bytes(&f, false).unwrap_or_default()).into_owned())
+            });
+        }
         if let Some(hook) = types::attr_value("__data_to_json__", t).and_then(|h| h.as_object()) {
             let r = crate::tvmffi::function::call_any(&hook, std::slice::from_ref(v))?;
             return super::json::from_any(&r);
@@ -200,6 +208,41 @@ impl Writer {
         }
         Ok(Json::Object(data))
     }
+}
+
+/// Whether a type is an enum: `Some(true)` for an `ffi.IntEnum`, `Some(false)` for another
+/// `ffi.Enum` (serialized by their integer or string index).
+fn enum_kind(t: i32) -> Option<bool> {
+    let is = |key: &str| types::key_to_index(key).is_some_and(|e| types::is_instance(t, e));
+    if is("ffi.IntEnum") {
+        Some(true)
+    } else if is("ffi.Enum") {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+fn field_named(o: &crate::tvmffi::ObjectRef, name: &str) -> FfiResult<Any> {
+    let f = reflect::all_fields(o.type_index())
+        .into_iter()
+        .find(|f| reflect::field_name(f) == name)
+        .ok_or_else(|| FfiError::type_error(format!("`{}` has no field `{name}`", types::type_key(o.type_index()))))?;
+    reflect::get_field(o, &f)
+}
+
+/// The enum singleton of type `t` with index `key` (through its `__ffi_enum__` state).
+fn enum_by_index(t: i32, key: &Any) -> FfiResult<Any> {
+    let missing = || {
+        let k = match key.as_i64() {
+            Some(i) => i.to_string(),
+            None => String::from_utf8_lossy(cont::str_bytes(key, false).unwrap_or_default()).into_owned(),
+        };
+        FfiError::value(format!("Enum `{}` has no instance with index {k}", types::type_key(t)))
+    };
+    let state = types::attr_value("__ffi_enum__", t).and_then(|s| s.as_object()).ok_or_else(missing)?;
+    let indexes = field_named(&state, "indexes")?.as_object().ok_or_else(missing)?;
+    cont::map_get(&indexes, key)?.ok_or_else(missing)
 }
 
 /// `ffi.ToJSONGraph` as a JSON value.
@@ -349,6 +392,14 @@ impl Reader<'_> {
     }
 
     fn object(&mut self, t: i32, data: &Json) -> FfiResult<Any> {
+        if let Some(int_enum) = enum_kind(t) {
+            let key = if int_enum {
+                Any::int(want_i64(data, "int enum data")?)
+            } else {
+                Any::string(want_str(data, "enum data")?)
+            };
+            return enum_by_index(t, &key);
+        }
         if let Some(hook) = types::attr_value("__data_from_json__", t).and_then(|h| h.as_object()) {
             return crate::tvmffi::function::call_any(&hook, &[super::json::to_any(data)?]);
         }
