@@ -4,6 +4,7 @@
 pub mod access_path;
 pub mod cont;
 pub mod equal;
+pub mod error_context;
 pub mod hash;
 pub mod mutate;
 pub mod reflect;
@@ -109,6 +110,7 @@ pub fn register(b: &mut Builder) {
     register_types();
     visit::register(b);
     mutate::register(b);
+    error_context::register(b);
     b.add("ffi.StructuralEqual", |a| {
         let n = "ffi.StructuralEqual";
         expect_args(n, a, 4)?;
