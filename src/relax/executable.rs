@@ -27,17 +27,18 @@
 //! with the VM, the register file (`num_args` inputs, the result after them, so
 //! `register_file_size > num_args`), the constant pool and the function pool.
 //!
-//! Constants, by tvm-ffi 0.1 static type index (v0.22+; v0.21's early tvm-ffi numbered Shape
-//! 71 and NDArray 72, v0.20 used its own codes 0-5):
+//! Constants are tagged by tvm-ffi 0.1 static type index in v0.22+ ([`Dialect::Ffi`]), by the
+//! classic runtime's `ConstantType` code in v0.14-v0.20 ([`Dialect::Classic`]; v0.21's early
+//! in-tree tvm-ffi numbered Shape 71 and NDArray 72, which neither reads):
 //!
-//! | index | kind | value |
-//! |---|---|---|
-//! | 70 | tensor | an NDArray record (magic `0xDD5E40F096B4A13F`, formats.md §2), CPU only |
-//! | 69 | shape | u64 count, then that many i64 |
-//! | 65 | string | u64 count, then the bytes |
-//! | 1 | int | i64 |
-//! | 3 | float | f64 |
-//! | 5 | data type | u8 code, u8 bits, u16 lanes |
+//! | ffi | classic | kind | value |
+//! |---|---|---|---|
+//! | 70 | 0 | tensor | an NDArray record (magic `0xDD5E40F096B4A13F`, formats.md §2), CPU only |
+//! | 69 | 2 | shape | u64 count, then that many i64 |
+//! | 65 | 3 | string | u64 count, then the bytes |
+//! | 1 | 4 | int | i64 |
+//! | 3 | 5 | float | f64 |
+//! | 5 | 1 | data type | u8 code, u8 bits, u16 lanes |
 //!
 //! Instructions, each a run of i64 words starting with the opcode:
 //!
@@ -56,10 +57,14 @@
 //!
 //! # Versions
 //!
-//! v0.23-v0.27 write the same bytes (the V2 magic, memory scopes, tvm-ffi 0.1 type indices);
-//! v0.25, v0.26 and v0.27 differ from each other only in C++ code around the format. v0.21
-//! and v0.22 write the V1 magic and no memory-scope section, which is read too. v0.20 and
-//! older (`relax_vm`, the classic runtime) used other constant codes and are not read here.
+//! v0.23-v0.27 write the same bytes (the V2 magic, memory scopes, tvm-ffi 0.1 type indices):
+//! `executable.cc`, `executable.h` and `bytecode.h` of v0.24 and v0.25 are identical, v0.26
+//! changed only how `stats` prints a data type and an include, and the newest source (the
+//! mirror has no v0.27.0 tag; its head, after v0.26, matches v0.26) and the v0.27.0.post1
+//! fixtures agree. So v0.25, v0.26 and v0.27 exports read alike. v0.22 writes the V1 magic and
+//! no memory-scope section, read too. v0.14-v0.20 (`relax_vm/executable.cc`, classic runtime)
+//! write the same layout with the V1 magic and the classic constant codes, wrapped as a string
+//! in the `relax.Executable` blob entry: [`Executable::load_classic`] reads what is inside.
 //!
 //! # Checks
 //!
@@ -96,6 +101,32 @@ pub const BEGIN_SPECIAL_REG: i64 = 1 << 54;
 pub const VOID_REGISTER: i64 = BEGIN_SPECIAL_REG;
 /// The register that reads as the VM itself.
 pub const VM_REGISTER: i64 = BEGIN_SPECIAL_REG + 1;
+
+/// How constants are tagged: which TVM wrote the executable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dialect {
+    /// tvm-ffi 0.1 static type indices ([`tag`]): TVM v0.22 and later, in `__tvm_ffi__library_bin`.
+    Ffi,
+    /// The classic runtime's `ConstantType` codes ([`classic_tag`]): TVM v0.14-v0.20, a
+    /// `relax.Executable` entry of `__tvm_dev_mblob` (always the V1 magic).
+    Classic,
+}
+
+/// The classic runtime's constant codes (TVM v0.14-v0.20 `relax_vm/executable.cc`).
+pub mod classic_tag {
+    /// `NDArray`.
+    pub const TENSOR: i32 = 0;
+    /// `DLDataType`.
+    pub const DATA_TYPE: i32 = 1;
+    /// `ShapeTuple`.
+    pub const SHAPE: i32 = 2;
+    /// `String`.
+    pub const STR: i32 = 3;
+    /// int.
+    pub const INT: i32 = 4;
+    /// float.
+    pub const FLOAT: i32 = 5;
+}
 
 /// tvm-ffi 0.1 static type indices used as constant tags.
 pub mod tag {
@@ -195,18 +226,43 @@ pub enum Constant {
 }
 
 impl Constant {
-    /// The type index it is stored under.
-    pub fn tag(&self) -> i32 {
+    /// The tag it is stored under.
+    pub fn tag(&self, dialect: Dialect) -> i32 {
+        let k = self.kind();
+        TAGS.iter().find(|t| t.0 == k).map_or(-1, |t| if dialect == Dialect::Ffi { t.1 } else { t.2 })
+    }
+
+    fn kind(&self) -> ConstKind {
         match self {
-            Constant::Tensor(_) => tag::TENSOR,
-            Constant::Shape(_) => tag::SHAPE,
-            Constant::Str(_) => tag::STR,
-            Constant::Int(_) => tag::INT,
-            Constant::Float(_) => tag::FLOAT,
-            Constant::DataType(_) => tag::DATA_TYPE,
+            Constant::Tensor(_) => ConstKind::Tensor,
+            Constant::Shape(_) => ConstKind::Shape,
+            Constant::Str(_) => ConstKind::Str,
+            Constant::Int(_) => ConstKind::Int,
+            Constant::Float(_) => ConstKind::Float,
+            Constant::DataType(_) => ConstKind::DataType,
         }
     }
 }
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ConstKind {
+    Tensor,
+    Shape,
+    Str,
+    Int,
+    Float,
+    DataType,
+}
+
+/// Each constant kind with its ffi and classic tags.
+const TAGS: [(ConstKind, i32, i32); 6] = [
+    (ConstKind::Tensor, tag::TENSOR, classic_tag::TENSOR),
+    (ConstKind::Shape, tag::SHAPE, classic_tag::SHAPE),
+    (ConstKind::Str, tag::STR, classic_tag::STR),
+    (ConstKind::Int, tag::INT, classic_tag::INT),
+    (ConstKind::Float, tag::FLOAT, classic_tag::FLOAT),
+    (ConstKind::DataType, tag::DATA_TYPE, classic_tag::DATA_TYPE),
+];
 
 /// A register operand.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -399,6 +455,8 @@ impl Instruction {
 pub struct Executable {
     /// The magic it was stored with ([`MAGIC_V1`] or [`MAGIC_V2`]).
     pub magic: u64,
+    /// How its constants are tagged.
+    pub dialect: Dialect,
     /// The function table.
     pub functions: Vec<FuncInfo>,
     /// Function name -> index.
@@ -438,26 +496,28 @@ fn read_func_info(r: &mut Reader<'_>) -> Result<FuncInfo> {
     Ok(FuncInfo { kind, name, start_instr, end_instr, num_args, register_file_size, param_names })
 }
 
-fn read_constant(r: &mut Reader<'_>) -> Result<Constant> {
+fn read_constant(r: &mut Reader<'_>, dialect: Dialect) -> Result<Constant> {
     let t = r.i32()?;
-    Ok(match t {
-        tag::TENSOR => {
+    let found = TAGS.iter().find(|k| if dialect == Dialect::Ffi { k.1 == t } else { k.2 == t });
+    let Some(&(kind, _, _)) = found else {
+        return Err(Error::value(format!(
+            "constant type {} {t} is not one of tensor, shape, string, int, float, data type",
+            if dialect == Dialect::Ffi { "index" } else { "code" }
+        )));
+    };
+    Ok(match kind {
+        ConstKind::Tensor => {
             let rec = read_record(r)?;
             Constant::Tensor(TensorConst { shape: rec.shape, dtype: rec.dtype, data: rec.data.to_vec() })
         }
-        tag::SHAPE => {
+        ConstKind::Shape => {
             let n = r.count(8)?;
             Constant::Shape((0..n).map(|_| r.i64()).collect::<Result<_>>()?)
         }
-        tag::STR => Constant::Str(r.str_bytes()?.to_vec()),
-        tag::INT => Constant::Int(r.i64()?),
-        tag::FLOAT => Constant::Float(f64::from_bits(r.u64()?)),
-        tag::DATA_TYPE => Constant::DataType(r.dtype()?),
-        _ => {
-            return Err(Error::value(format!(
-                "constant type index {t} is not one of tensor, shape, string, int, float, data type"
-            )))
-        }
+        ConstKind::Str => Constant::Str(r.str_bytes()?.to_vec()),
+        ConstKind::Int => Constant::Int(r.i64()?),
+        ConstKind::Float => Constant::Float(f64::from_bits(r.u64()?)),
+        ConstKind::DataType => Constant::DataType(r.dtype()?),
     })
 }
 
@@ -467,14 +527,33 @@ fn vec_i64(r: &mut Reader<'_>) -> Result<Vec<i64>> {
 }
 
 impl Executable {
-    /// Reads and checks a serialized executable (the payload of a `relax.VMExecutable` module).
+    /// Reads and checks a serialized executable of TVM v0.22+ (the payload of a
+    /// `relax.VMExecutable` module in `__tvm_ffi__library_bin`).
     pub fn load(bytes: &[u8]) -> Result<Executable> {
+        Self::load_as(bytes, Dialect::Ffi)
+    }
+
+    /// Reads and checks a serialized executable of TVM v0.14-v0.20 (the string inside the
+    /// `relax.Executable` entry of `__tvm_dev_mblob`).
+    pub fn load_classic(bytes: &[u8]) -> Result<Executable> {
+        Self::load_as(bytes, Dialect::Classic)
+    }
+
+    /// Reads and checks a serialized executable whose constants are tagged as `dialect` says.
+    pub fn load_as(bytes: &[u8], dialect: Dialect) -> Result<Executable> {
         let mut r = Reader::new(bytes, "relax.VMExecutable");
         let magic = r.u64().map_err(section("header"))?;
-        if magic != MAGIC_V1 && magic != MAGIC_V2 {
+        let known = match dialect {
+            Dialect::Ffi => magic == MAGIC_V1 || magic == MAGIC_V2,
+            Dialect::Classic => magic == MAGIC_V1,
+        };
+        if !known {
+            let expected = match dialect {
+                Dialect::Ffi => format!("{MAGIC_V2:#018x} (or {MAGIC_V1:#018x} of TVM v0.21-v0.22)"),
+                Dialect::Classic => format!("{MAGIC_V1:#018x} (TVM v0.14-v0.20)"),
+            };
             return Err(Error::value(format!(
-                "relax.VMExecutable: invalid header section: magic {magic:#018x}, expected {MAGIC_V2:#018x} \
-                 (or {MAGIC_V1:#018x} of TVM v0.21-v0.22)"
+                "relax.VMExecutable: invalid header section: magic {magic:#018x}, expected {expected}"
             )));
         }
         let version = r.str_bytes().map_err(section("version"))?;
@@ -515,8 +594,9 @@ impl Executable {
         let n = r.count(MIN_CONSTANT).map_err(section("constant"))?;
         let mut constants = Vec::with_capacity(n);
         for i in 0..n {
-            let c =
-                read_constant(&mut r).map_err(|e| e.context(format!("constant {i}"))).map_err(section("constant"))?;
+            let c = read_constant(&mut r, dialect)
+                .map_err(|e| e.context(format!("constant {i}")))
+                .map_err(section("constant"))?;
             constants.push(c);
         }
         let memory_scopes = check_scopes(memory_scopes, constants.len()).map_err(section("memory scope"))?;
@@ -528,7 +608,7 @@ impl Executable {
         }
         let instructions = decode_code(&offsets, &data).map_err(section("code"))?;
 
-        let exec = Executable { magic, functions, func_map, memory_scopes, constants, instructions };
+        let exec = Executable { magic, dialect, functions, func_map, memory_scopes, constants, instructions };
         for (i, f) in exec.functions.iter().enumerate() {
             exec.check_function(f)
                 .map_err(|e| e.context(format!("{} function {:?} (index {i})", f.kind.name(), f.name)))?;
@@ -708,7 +788,7 @@ impl Executable {
         }
         w.u64(self.constants.len() as u64);
         for c in &self.constants {
-            w.i32(c.tag());
+            w.i32(c.tag(self.dialect));
             match c {
                 Constant::Tensor(t) => {
                     w.u64(NDARRAY_MAGIC);

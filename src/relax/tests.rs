@@ -241,6 +241,7 @@ fn handmade() -> Executable {
     functions[0].end_instr = 6;
     Executable {
         magic: MAGIC_V2,
+        dialect: Dialect::Ffi,
         functions,
         func_map,
         memory_scopes: vec![(0, "global.texture".into())],
@@ -557,4 +558,69 @@ fn elf_symbol_reads_only_sound_files() {
             assert_eq!(s, full);
         }
     }
+}
+
+// ---- v0.14-v0.20 (classic runtime) executables ----
+
+/// The `relax.Executable` of a classic export's `__tvm_dev_mblob`.
+fn classic_executable(so: &[u8]) -> Vec<u8> {
+    let blob = elf_symbol(so, "__tvm_dev_mblob").expect("a classic export has __tvm_dev_mblob");
+    let mut r = crate::io::Reader::new(&blob[8..], "blob");
+    for _ in 0..r.u64().unwrap() {
+        match r.string().unwrap().as_str() {
+            "_import_tree" => {
+                r.vec_u64().unwrap();
+                r.vec_u64().unwrap();
+            }
+            "_lib" => {}
+            "relax.Executable" => return r.str_bytes().unwrap().to_vec(),
+            k => panic!("unexpected blob entry {k}"),
+        }
+    }
+    panic!("no relax.Executable in the blob")
+}
+
+#[test]
+fn v018_relax_exports_parse_with_classic_tags() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures-v0.18-relax");
+    if !dir.join("manifest.json").is_file() {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "{} is missing (CI=true)", dir.display());
+        eprintln!("skipped: {} is absent", dir.display());
+        return;
+    }
+    for name in ["mlp", "mlp_bound", "mlp_dyn", "if_tuple", "loop"] {
+        let fx = Fixture::load(&dir, name);
+        let bytes = classic_executable(&fx.file);
+        let e = Executable::load_classic(&bytes).unwrap_or_else(|err| panic!("{name}: {err}"));
+        assert_eq!((e.magic, e.dialect), (MAGIC_V1, Dialect::Classic));
+        assert_eq!(e.save(), bytes, "{name}: writes back byte for byte");
+        let fname = fx.manifest["function"].as_str().unwrap();
+        let f = &e.functions[e.function_index(fname).unwrap()];
+        assert_eq!((f.kind, f.num_args), (FuncKind::Vm, fx.manifest["inputs"].as_array().unwrap().len() as i64));
+        assert!(e.code(f).len() > 5);
+        // The tags differ from v0.22+: the ffi reading refuses these bytes.
+        assert!(Executable::load(&bytes).is_err(), "{name}");
+        if name == "mlp_bound" {
+            let shapes: Vec<&[i64]> = e
+                .constants
+                .iter()
+                .filter_map(|c| if let Constant::Tensor(t) = c { Some(t.shape.as_slice()) } else { None })
+                .collect();
+            assert_eq!(shapes, [&[32, 16][..], &[32], &[4, 32], &[4]]);
+        }
+    }
+}
+
+#[test]
+fn classic_dialect_round_trips_and_wants_the_v1_magic() {
+    let mut e = handmade();
+    e.dialect = Dialect::Classic;
+    e.magic = MAGIC_V1;
+    e.memory_scopes.clear();
+    let b = e.save();
+    assert_eq!(Executable::load_classic(&b).unwrap(), e);
+    assert_mentions(&Executable::load(&b).unwrap_err().to_string(), &["constant 0", "type index 0"]);
+    let mut v2 = b.clone();
+    v2[..8].copy_from_slice(&MAGIC_V2.to_le_bytes());
+    assert_mentions(&Executable::load_classic(&v2).unwrap_err().to_string(), &["magic", "v0.14-v0.20"]);
 }
