@@ -624,3 +624,36 @@ fn classic_dialect_round_trips_and_wants_the_v1_magic() {
     v2[..8].copy_from_slice(&MAGIC_V2.to_le_bytes());
     assert_mentions(&Executable::load_classic(&v2).unwrap_err().to_string(), &["magic", "v0.14-v0.20"]);
 }
+
+// ---- text ----
+
+#[test]
+fn as_text_and_stats_read_as_tvm_prints_them() {
+    let e = handmade();
+    let t = e.as_text();
+    assert!(
+        t.starts_with("@main:\n  call  vm.builtin.read_if_cond in: %0, i-7, c[1], f[fused] dst: %1\n  If    %1, 3\n"),
+        "{t}"
+    );
+    assert!(
+        t.contains("  call  fused            in: %vm, c[0]    dst: %2\n  goto  2\n  ret   %0\n  ret   %2\n\n"),
+        "{t}"
+    );
+    assert!(t.contains("@vm.builtin.read_if_cond packed_func;\n\n@fused num_inputs=2 vm_tir_func;\n\n"), "{t}");
+    assert_eq!(
+        e.stats(),
+        "Relax VM executable statistics:\n  Constant pool (# 6): [[2], shapetuple[2, 3], \"global\", -5, 0.5, float32]\n  \
+         Globals (#3): [main, vm.builtin.read_if_cond, fused]\n"
+    );
+    let Some(dir) = fixtures() else { return };
+    let (_, e) = Fixture::load(&dir, "loop").executable();
+    let t = e.as_text();
+    assert!(t.contains("  call  acc              in: %14, %1, %2, %12 dst: %15\n"), "{t}");
+    assert!(t.contains("  If    %6, 24\n") && t.contains("@main:\n"), "{t}");
+    let s = e.stats();
+    assert!(
+        s.contains("scalar") && s.contains("shapetuple[16]") && s.contains("\"global\"") && s.contains("bool"),
+        "{s}"
+    );
+    assert!(s.ends_with("Globals (#15): [acc, vm.builtin.check_tensor_info, vm.builtin.match_shape, vm.builtin.alloc_storage, vm.builtin.alloc_tensor, vm.builtin.null_value, less, vm.builtin.read_if_cond, cast, multiply, add, add1, vm.builtin.copy, main, zeros]\n"), "{s}");
+}
