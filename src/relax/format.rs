@@ -9,6 +9,13 @@
 //! tree from it; without it the library is one plain library module. A system library embeds the
 //! same bytes and hands them over at start-up instead.
 //!
+//! Beside it a library carries its kernels as `__tvm_ffi_<name>` functions
+//! ([`FUNCTION_PREFIX`]), and only the runtime slots its kernels use ([`CONTEXT_SYMBOLS`]), plus
+//! `__tvm_ffi__library_ctx` when a kernel looks functions up through the module's imports: of the
+//! v0.27 fixtures, `mlp_dyn` has the two workspace slots, `topk` (whose kernels call
+//! `tvm.contrib.sort.*`) `__TVMFFIFunctionCall`, `__TVMFFIEnvModLookupFromImports`,
+//! `__TVMFFIHandleInitOnce` and the context, the others none.
+//!
 //! # Layout
 //!
 //! Every number is little-endian; a `str` is a u64 byte count then the bytes (no terminator); a
@@ -210,59 +217,130 @@ impl<'a> LibraryBin<'a> {
     }
 }
 
-/// The bytes of a defined symbol in an ELF64 little-endian shared library (`.dynsym` or
-/// `.symtab`), read from the file without loading it. `None` when the file is no such ELF, the
-/// symbol is absent or undefined, or it has no file bytes (`.bss`). Every offset is checked.
-pub fn elf_symbol<'a>(file: &'a [u8], name: &str) -> Option<&'a [u8]> {
-    let u16_at = |o: usize| file.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
-    let u32_at = |o: usize| file.get(o..o + 4).map(|b| u32::from_le_bytes(b.try_into().unwrap_or([0; 4])));
-    let u64_at = |o: usize| file.get(o..o + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
-    if file.get(..6)? != b"\x7fELF\x02\x01" {
-        return None;
-    }
-    let shoff = usize::try_from(u64_at(0x28)?).ok()?;
-    let shentsize = usize::from(u16_at(0x3A)?);
-    let shnum = usize::from(u16_at(0x3C)?);
-    if shentsize < 64 {
-        return None;
-    }
-    // (type, addr, offset, size, link, entsize)
-    let section = |i: usize| -> Option<(u32, u64, usize, usize, usize, usize)> {
-        let o = shoff.checked_add(i.checked_mul(shentsize)?)?;
-        Some((
-            u32_at(o + 4)?,
-            u64_at(o + 0x10)?,
-            usize::try_from(u64_at(o + 0x18)?).ok()?,
-            usize::try_from(u64_at(o + 0x20)?).ok()?,
-            usize::try_from(u32_at(o + 0x28)?).ok()?,
-            usize::try_from(u64_at(o + 0x38)?).ok()?,
-        ))
+/// The `void*` slots a compiled library may define, which loading fills with the runtime's own
+/// functions (tvm-ffi's context symbols, registered by TVM's runtime through
+/// `TVMFFIEnvModRegisterContextSymbol`, written into every library opened as a module): kernels
+/// call back into the runtime through them. A library defines only the slots its kernels use.
+pub const CONTEXT_SYMBOLS: [&str; 8] = [
+    "__TVMFFIFunctionCall",
+    "__TVMFFIErrorSetRaisedFromCStr",
+    "__TVMFFIEnvModLookupFromImports",
+    "__TVMFFIHandleInitOnce",
+    "__TVMBackendAllocWorkspace",
+    "__TVMBackendFreeWorkspace",
+    "__TVMBackendParallelLaunch",
+    "__TVMBackendParallelBarrier",
+];
+/// Prefix of a library function's symbol: function `name` is `__tvm_ffi_<name>`, a
+/// `TVMFFISafeCallType` (a VM-TIR function `f` is the library function `__vmtir__f`).
+pub const FUNCTION_PREFIX: &str = "__tvm_ffi_";
+/// Prefix of the symbol of a function's metadata getter (`__tvm_ffi__metadata_<name>`).
+pub const METADATA_PREFIX: &str = "__tvm_ffi__metadata_";
+/// Prefix of the symbol of a function's doc getter (`__tvm_ffi__doc_<name>`).
+pub const DOC_PREFIX: &str = "__tvm_ffi__doc_";
+
+/// One defined symbol of an ELF file's symbol tables.
+struct ElfSym<'a> {
+    name: &'a [u8],
+    /// Its bytes in the file (`None` for `.bss` or out-of-file symbols).
+    bytes: Option<&'a [u8]>,
+}
+
+/// Calls `visit` with each defined symbol of an ELF64 little-endian file's `.dynsym` and
+/// `.symtab` until it returns `true`; stops early on a malformed table. Every offset is checked.
+fn elf_walk<'a>(file: &'a [u8], mut visit: impl FnMut(ElfSym<'a>) -> bool) {
+    let u16_at = |o: usize| file.get(o..o.checked_add(2)?).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    let u32_at = |o: usize| file.get(o..o.checked_add(4)?).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+    let u64_at = |o: usize| {
+        let b = file.get(o..o.checked_add(8)?)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Some(u64::from_le_bytes(a))
     };
-    for si in 0..shnum {
-        let (ty, _, off, size, link, entsize) = section(si)?;
-        if !(ty == 2 || ty == 11) || entsize < 24 {
-            continue;
+    let mut walk = || -> Option<()> {
+        if file.get(..6)? != b"\x7fELF\x02\x01" {
+            return None;
         }
-        let (_, _, str_off, str_size, _, _) = section(link)?;
-        let strtab = file.get(str_off..str_off.checked_add(str_size)?)?;
-        for k in 0..size / entsize {
-            let e = off.checked_add(k * entsize)?;
-            let st_name = usize::try_from(u32_at(e)?).ok()?;
-            let shndx = usize::from(u16_at(e + 6)?);
-            let value = u64_at(e + 8)?;
-            let sym_size = usize::try_from(u64_at(e + 16)?).ok()?;
-            let rest = strtab.get(st_name..)?;
-            let end = rest.iter().position(|&b| b == 0)?;
-            if &rest[..end] != name.as_bytes() || shndx == 0 || shndx >= 0xFF00 || shndx >= shnum {
+        let shoff = usize::try_from(u64_at(0x28)?).ok()?;
+        let shentsize = usize::from(u16_at(0x3A)?);
+        let shnum = usize::from(u16_at(0x3C)?);
+        if shentsize < 64 {
+            return None;
+        }
+        // (type, addr, offset, size, link, entsize)
+        let section = |i: usize| -> Option<(u32, u64, usize, usize, usize, usize)> {
+            let o = shoff.checked_add(i.checked_mul(shentsize)?)?;
+            Some((
+                u32_at(o.checked_add(4)?)?,
+                u64_at(o.checked_add(0x10)?)?,
+                usize::try_from(u64_at(o.checked_add(0x18)?)?).ok()?,
+                usize::try_from(u64_at(o.checked_add(0x20)?)?).ok()?,
+                usize::try_from(u32_at(o.checked_add(0x28)?)?).ok()?,
+                usize::try_from(u64_at(o.checked_add(0x38)?)?).ok()?,
+            ))
+        };
+        for si in 0..shnum {
+            let (ty, _, off, size, link, entsize) = section(si)?;
+            if !(ty == 2 || ty == 11) || entsize < 24 {
                 continue;
             }
-            let (sty, addr, soff, _, _, _) = section(shndx)?;
-            if sty == 8 {
-                return None; // SHT_NOBITS
+            let (_, _, str_off, str_size, _, _) = section(link)?;
+            let strtab = file.get(str_off..str_off.checked_add(str_size)?)?;
+            for k in 0..size / entsize {
+                let e = off.checked_add(k.checked_mul(entsize)?)?;
+                let st_name = usize::try_from(u32_at(e)?).ok()?;
+                let shndx = usize::from(u16_at(e.checked_add(6)?)?);
+                let value = u64_at(e.checked_add(8)?)?;
+                let sym_size = usize::try_from(u64_at(e.checked_add(16)?)?).ok()?;
+                let rest = strtab.get(st_name..)?;
+                let name = &rest[..rest.iter().position(|&b| b == 0)?];
+                if name.is_empty() || shndx == 0 || shndx >= 0xFF00 || shndx >= shnum {
+                    continue;
+                }
+                let (sty, addr, soff, _, _, _) = section(shndx)?;
+                let bytes = if sty == 8 {
+                    None // SHT_NOBITS
+                } else {
+                    value
+                        .checked_sub(addr)
+                        .and_then(|d| usize::try_from(d).ok())
+                        .and_then(|d| soff.checked_add(d))
+                        .and_then(|start| file.get(start..start.checked_add(sym_size)?))
+                };
+                if visit(ElfSym { name, bytes }) {
+                    return Some(());
+                }
             }
-            let start = soff.checked_add(usize::try_from(value.checked_sub(addr)?).ok()?)?;
-            return file.get(start..start.checked_add(sym_size)?);
         }
-    }
-    None
+        Some(())
+    };
+    let _ = walk();
+}
+
+/// The bytes of a defined symbol in an ELF64 little-endian shared library (`.dynsym` or
+/// `.symtab`), read from the file without loading it. `None` when the file is no such ELF, the
+/// symbol is absent or undefined, or it has no file bytes (`.bss`).
+pub fn elf_symbol<'a>(file: &'a [u8], name: &str) -> Option<&'a [u8]> {
+    let mut found = None;
+    elf_walk(file, |s| {
+        if s.name == name.as_bytes() {
+            found = s.bytes;
+            return true;
+        }
+        false
+    });
+    found
+}
+
+/// The names of the defined symbols of an ELF64 little-endian file (both tables, so a name may
+/// appear twice), in table order; empty when the file is no such ELF.
+pub fn elf_symbol_names(file: &[u8]) -> Vec<&str> {
+    let mut out = Vec::new();
+    elf_walk(file, |s| {
+        if let Ok(n) = std::str::from_utf8(s.name) {
+            out.push(n);
+        }
+        false
+    });
+    out
 }

@@ -545,6 +545,36 @@ fn bad_trees_are_refused() {
 }
 
 #[test]
+fn fixtures_define_only_known_context_slots() {
+    let Some(dir) = fixtures() else { return };
+    let mut seen = std::collections::BTreeSet::new();
+    for name in MODELS {
+        let file = std::fs::read(dir.join(format!("{name}.so"))).unwrap();
+        let names = elf_symbol_names(&file);
+        assert!(names.contains(&LIBRARY_BIN_SYMBOL), "{name}");
+        for n in names.into_iter().filter(|n| n.starts_with("__TVM")) {
+            assert!(CONTEXT_SYMBOLS.contains(&n), "{name}: unknown context slot {n}");
+            seen.insert(n.to_string());
+        }
+        assert!(elf_symbol_names(&file).iter().any(|n| n.starts_with(FUNCTION_PREFIX) && *n != LIBRARY_BIN_SYMBOL));
+    }
+    // mlp_dyn's kernels take workspaces; topk's call tvm.contrib.sort.* found through imports.
+    let all: Vec<&str> = seen.iter().map(String::as_str).collect();
+    assert_eq!(
+        all,
+        [
+            "__TVMBackendAllocWorkspace",
+            "__TVMBackendFreeWorkspace",
+            "__TVMFFIEnvModLookupFromImports",
+            "__TVMFFIFunctionCall",
+            "__TVMFFIHandleInitOnce"
+        ]
+    );
+    let topk = std::fs::read(dir.join("topk.so")).unwrap();
+    assert!(elf_symbol_names(&topk).contains(&LIBRARY_CTX_SYMBOL));
+}
+
+#[test]
 fn elf_symbol_reads_only_sound_files() {
     assert!(elf_symbol(b"", LIBRARY_BIN_SYMBOL).is_none());
     assert!(elf_symbol(b"\x7fELF\x02\x01\0\0", LIBRARY_BIN_SYMBOL).is_none());
