@@ -335,13 +335,51 @@ def main():
          call(last, [(8, u64(last - 1))])],
         [syscall(12, [(6, i32(1) + i32(0)), (0, u64(0))]), syscall(18, [(6, i32(1) + i32(0))])],
     ]
+    # TVM v0.22+ exports: the __tvm_ffi__library_bin symbol whole, and its relax.VMExecutable.
+    d27 = os.path.join(SHARED, "fixtures-v0.27")
+    if not os.path.isdir(d27):
+        sys.exit(f"missing {d27}")
+    for f in sorted(os.listdir(d27)):
+        if not f.endswith(".so"):
+            continue
+        tag = f"fixtures-v0.27/{f}"
+        sym = elf_symbol(os.path.join(d27, f), "__tvm_ffi__library_bin")
+        if sym is None:
+            continue
+        add("relax_library_bin", sym, tag)
+        r = Reader(sym, 8)
+        indptr = [r.u64() for _ in range(r.u64())]
+        for _ in range(r.u64()):
+            r.u64()
+        for _ in range(len(indptr) - 1):
+            kind = r.str()
+            if kind != b"_lib":
+                payload = r.str()
+                if kind == b"relax.VMExecutable":
+                    add("relax_executable", payload, tag)
+    # TVM v0.14-v0.20 Relax exports: the relax.Executable inside __tvm_dev_mblob.
+    d18 = os.path.join(SHARED, "fixtures-v0.18-relax")
+    for f in sorted(os.listdir(d18)) if os.path.isdir(d18) else []:
+        blob = elf_symbol(os.path.join(d18, f), "__tvm_dev_mblob") if f.endswith(".so") else None
+        if blob is None:
+            continue
+        r = Reader(blob, 8)
+        for _ in range(r.u64()):
+            key = r.str()
+            if key == b"_import_tree":
+                r.take(8 * r.u64())
+                r.take(8 * r.u64())
+            elif key == b"relax.Executable":
+                add("relax_executable", r.str(), f"fixtures-v0.18-relax/{f}")
+            elif key != b"_lib":
+                break
     for st in streams:
         add("rpc_server", b"".join(frame(b) for b in st), "hand-made")
     for key in [b"client:mykey -timeout=10", b"server:rasp3b", b"client:abc -token=secret", b""]:
         add("rpc_handshake", i32(0xff271) + i32(len(key)) + key, "hand-made")
     for t in ("blob", "params", "ndarray_record", "graph_json", "opencl_payload", "cuda_payload",
               "kernel_meta", "vm_executable", "aot_factory", "rpc_packet", "rpc_handshake", "rpc_server",
-              "metadata", "json_runtime"):
+              "metadata", "json_runtime", "relax_library_bin", "relax_executable"):
         d = os.path.join(OUT, t)
         os.makedirs(d, exist_ok=True)
         for old in os.listdir(d):

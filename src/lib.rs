@@ -27,6 +27,8 @@ pub mod module;
 pub mod ndarray;
 pub mod object;
 pub mod registry;
+#[cfg(feature = "relax")]
+pub mod relax;
 #[cfg(feature = "rpc")]
 pub mod rpc;
 pub mod threading;

@@ -369,6 +369,37 @@ pub fn vm_executable(data: &[u8]) {
     assert_eq!(resaved, saved, "save(load(save(x))) differs from save(x)");
 }
 
+/// `relax_library_bin`: the bytes of a `__tvm_ffi__library_bin` symbol (size header and module
+/// tree of a TVM v0.22+ export) through the tree parser; a parsed tree writes back to exactly the
+/// bytes it covers, and each `relax.VMExecutable` in it goes through [`relax_executable`].
+pub fn relax_library_bin(data: &[u8]) {
+    use tvm_runtime::relax::format::{LibraryBin, VM_EXECUTABLE_KIND};
+    let Ok(bin) = LibraryBin::parse(data) else { return };
+    let out = bin.to_bytes();
+    assert_eq!(out[..], data[..out.len()], "a parsed tree writes back differently");
+    assert!(bin.root().imports.iter().all(|&c| c > 0 && c < bin.modules.len()));
+    for (_, m) in bin.of_kind(VM_EXECUTABLE_KIND) {
+        relax_executable(m.payload.expect("an executable has bytes"));
+    }
+}
+
+/// `relax_executable`: the bytes of a Relax VM executable (v0.22+ `SaveToBytes`, or the classic
+/// v0.14-v0.20 one) through the checked loader in both constant dialects; what loads saves, and
+/// the saved bytes load to the same executable and save the same.
+pub fn relax_executable(data: &[u8]) {
+    use tvm_runtime::relax::executable::{Dialect, Executable};
+    for dialect in [Dialect::Ffi, Dialect::Classic] {
+        let Ok(e) = Executable::load_as(data, dialect) else { continue };
+        for f in &e.functions {
+            let _ = e.code(f);
+        }
+        let saved = e.save();
+        let again = Executable::load_as(&saved, dialect).expect("a saved executable does not load again");
+        assert_eq!(again, e, "load(save(x)) differs from x");
+        assert_eq!(again.save(), saved, "save(load(save(x))) differs from save(x)");
+    }
+}
+
 /// `aot_factory`: the blob entry of an `AotExecutorFactory` (TVM v0.9+ AOT exports: params and
 /// module name) through `runtime.module.loadbinary_AotExecutorFactory`, then saved and loaded
 /// again where the module can be saved.
