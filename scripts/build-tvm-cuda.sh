@@ -12,6 +12,8 @@
 # libcuda.so is the project's simulated driver (tools/cudasim, soname libcuda.so.1): the built
 # library then needs libcuda.so.1, which on a GPU machine is NVIDIA's driver. NVRTC is not used
 # by TVM's runtime at run time; its link slot gets libcudart again so that CMake is satisfied.
+# TVM v0.18's CMake enables the CUDA language (nvcc) without having a .cu file in the runtime:
+# scripts/cmake/no-cuda-language.cmake makes that a no-op.
 #
 # Output (ignored by git): build/tvm-cuda/<version>/lib/ with libtvm_runtime.so and the
 # libcudart.so.12 it needs next to it (RUNPATH $ORIGIN), ready to be carried to a GPU machine.
@@ -59,6 +61,7 @@ echo "== TVM $version runtime with USE_CUDA=ON from $src into $out"
 cmake -S "$src" -B "$out/cmake" -DCMAKE_BUILD_TYPE=Release \
   -DUSE_CUDA="$kit" -DCUDA_NVRTC_LIBRARY="$kit/lib/libcudart.so" -DUSE_LLVM=OFF \
   -DUSE_LIBBACKTRACE=OFF -DUSE_GTEST=OFF -DUSE_OPENMP=OFF -DUSE_CUDNN=OFF -DUSE_CUBLAS=OFF \
+  -DCMAKE_PROJECT_INCLUDE_BEFORE="$root/scripts/cmake/no-cuda-language.cmake" \
   -DCMAKE_SKIP_RPATH=ON -DCMAKE_SHARED_LINKER_FLAGS='-Wl,--as-needed -Wl,-rpath,$ORIGIN' >"$out.cmake.log" 2>&1 || { tail -30 "$out.cmake.log"; exit 1; }
 cmake --build "$out/cmake" --target tvm_runtime -j"${JOBS:-$(nproc)}" >"$out.build.log" 2>&1 ||
   { tail -40 "$out.build.log"; exit 1; }

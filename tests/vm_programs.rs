@@ -798,7 +798,7 @@ fn gpu_program(n: i64, dev: i64) -> Exe {
 /// The exported library of [`gpu_program`]: the VMExecutable (0) imports the library (1), which
 /// imports the device module (2) holding `vadd_kernel0`.
 fn gpu_library(n: i64, dev: i64) -> Mod {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = common::source_dir();
     let (key, entry) = if dev == 4 {
         let source = std::fs::read(root.join("tests/fixtures/opencl_kernels.cl")).unwrap();
         let fill2d: common::KernelInfo<'_> =

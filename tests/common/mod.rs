@@ -16,10 +16,22 @@ use tvm_runtime::ffi::runtime_api as api;
 // ---------------------------------------------------------------------------------------------
 // Fixtures exported by TVM v0.8
 
+/// The repository's root: `TVMRT_SOURCE_DIR` when set (test binaries carried to another
+/// machine, see `scripts/gpu-check.sh`), else the one they were built from.
+pub fn source_dir() -> PathBuf {
+    std::env::var_os("TVMRT_SOURCE_DIR").map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
+}
+
+/// The folder holding `fixtures`, `fixtures-v0.18`, `fixtures-vm`: `TVMRT_SHARED_DIR` when
+/// set, else `../shared` beside the repository.
+pub fn shared_dir() -> PathBuf {
+    std::env::var_os("TVMRT_SHARED_DIR").map_or_else(|| source_dir().join("../shared"), PathBuf::from)
+}
+
 /// The directory of TVM's fixtures, or `None` (after printing why) when it is absent; under
 /// `CI=true` an absent directory is a failure.
 pub fn fixtures_dir() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures");
+    let dir = shared_dir().join("fixtures");
     if dir.join("manifest.json").is_file() {
         return Some(dir);
     }
@@ -137,16 +149,18 @@ pub fn blob_c_source(bytes: &[u8]) -> String {
     s
 }
 
-/// Where generated libraries go.
+/// Where generated libraries go (under `TVMRT_TEST_TMPDIR` when set).
 pub fn out_dir() -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("module-fixtures");
+    let tmp =
+        std::env::var_os("TVMRT_TEST_TMPDIR").map_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")), PathBuf::from);
+    let d = tmp.join("module-fixtures");
     std::fs::create_dir_all(&d).expect("create output directory");
     d
 }
 
 /// The checked-in C source of the test library.
 pub fn testlib_c() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/testlib.c")
+    source_dir().join("tests/fixtures/testlib.c")
 }
 
 /// Compiles a shared library `<name>.so` from `sources` plus extra C text (`extra`, may be

@@ -466,7 +466,7 @@ fn memory_spaces() {
         vec![(&mut slots[0] as *mut u64).cast(), (&mut slots[1] as *mut u64).cast(), pair.as_mut_ptr().cast()];
     // SAFETY: one pointer per parameter, each to the parameter's bytes.
     let r = unsafe {
-        cudasim::driver::cuLaunchKernel(
+        drv::cuLaunchKernel(
             m.func("k"),
             1,
             1,

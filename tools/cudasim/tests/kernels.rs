@@ -324,11 +324,11 @@ END:
     let mut size = 0usize;
     let name = std::ffi::CString::new("state").unwrap();
     // SAFETY: valid pointers.
-    ok(unsafe { cudasim::driver::cuModuleGetGlobal_v2(&mut state, &mut size, m.0, name.as_ptr()) });
+    ok(unsafe { drv::cuModuleGetGlobal_v2(&mut state, &mut size, m.0, name.as_ptr()) });
     assert_eq!(size, 4);
     for _ in 0..2 {
         // SAFETY: a 4-byte device global.
-        ok(unsafe { cudasim::driver::cuMemsetD32_v2(state, 0, 1) });
+        ok(unsafe { drv::cuMemsetD32_v2(state, 0, 1) });
         ok(launch(m.func("k"), [blocks, 1, 1], [64, 1, 1], 0, &[P::U64(a.0), P::U64(b.0), P::U32(blocks)]));
         let want: Vec<u32> = (0..blocks).map(|i| ((i + 1) % blocks) * 10).collect();
         assert_eq!(b.read::<u32>(blocks as usize), want);
