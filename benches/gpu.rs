@@ -283,19 +283,21 @@ fn child_copy(api: &Api, t: &Target) -> [f64; 4] {
         BYTES as f64 / t / 1e9
     };
     let h = host.as_mut_ptr().cast::<c_void>();
-    // SAFETY (all four): live arrays of BYTES bytes each; `host` holds BYTES bytes; the
-    // synchronous copies are complete when they return.
+    // SAFETY: a live array of BYTES bytes; `host` holds BYTES bytes.
     let h2d = best(&|| api.check(unsafe { (api.from_bytes)(dev, h, BYTES) }, "copy to device"));
+    // SAFETY: as above.
     let d2h = best(&|| api.check(unsafe { (api.to_bytes)(dev, h, BYTES) }, "copy from device"));
     let sync = || {
         // SAFETY: plain call.
         api.check(unsafe { (api.sync)(t.dev_type, 0, std::ptr::null_mut()) }, "sync")
     };
     let p2d = best(&|| {
+        // SAFETY: live arrays of equal size; the legacy stream.
         api.check(unsafe { (api.copy)(pinned, dev, std::ptr::null_mut()) }, "pinned to device");
         sync();
     });
     let d2p = best(&|| {
+        // SAFETY: as above.
         api.check(unsafe { (api.copy)(dev, pinned, std::ptr::null_mut()) }, "device to pinned");
         sync();
     });

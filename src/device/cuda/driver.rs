@@ -183,6 +183,16 @@ pub fn check(r: CUresult) -> Result<()> {
     }
 }
 
+/// [`check`] with what was asked: `CUDA: <error string> (<what>: <name>)`, e.g. the size and
+/// device of an allocation the driver refused.
+pub fn check_with(r: CUresult, what: impl FnOnce() -> String) -> Result<()> {
+    if r == CUresult::CUDA_SUCCESS {
+        Ok(())
+    } else {
+        Err(Error::tvm(format!("CUDA: {} ({}: {})", error_string(r), what(), error_name(r))))
+    }
+}
+
 /// Driver-call check: `CUDAError: <call> failed with error: <name>`.
 pub fn check_call(r: CUresult, call: &str) -> Result<()> {
     if r == CUresult::CUDA_SUCCESS {

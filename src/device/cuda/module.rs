@@ -5,6 +5,7 @@
 
 use super::api::{self, bind, bind_current, current_stream};
 use super::driver::{self, sys, CUfunction, CUmodule, CUresult};
+use super::libdevice;
 use crate::device::kernel::{self, FunctionMap, KernelSig};
 use crate::error::{Error, Result};
 use crate::function::PackedFunc;
@@ -23,6 +24,9 @@ struct Inner {
     fmap: FunctionMap,
     /// The image with one NUL appended (PTX must be NUL-terminated; harmless for binaries).
     image: Vec<u8>,
+    /// PTX with libdevice declarations defined ([`libdevice::define_externs`]), NUL-terminated:
+    /// what the driver gets instead of `image` when present.
+    jit_image: Option<Vec<u8>>,
     /// `CUmodule` per device id, loaded on first use.
     modules: Mutex<HashMap<i32, usize>>,
 }
@@ -43,6 +47,7 @@ impl Inner {
                 return Err(Error::with_kind("CUDAError", format!("cuModuleLoadData refused: {e}")));
             }
         }
+        let jit = self.jit_image.as_ref().unwrap_or(&self.image);
         let mut m: CUmodule = std::ptr::null_mut();
         // The JIT compiler's error log, kept for the message.
         let mut log = vec![0u8; 4096];
@@ -51,9 +56,8 @@ impl Inner {
         let mut vals = [log.as_mut_ptr().cast::<c_void>(), log.len() as *mut c_void];
         // SAFETY: the device's context is current; the image is NUL-terminated; two options
         // with their values (a buffer and its size in bytes).
-        let r = unsafe {
-            sys::cuModuleLoadDataEx(&mut m, self.image.as_ptr().cast(), 2, opts.as_mut_ptr(), vals.as_mut_ptr())
-        };
+        let r =
+            unsafe { sys::cuModuleLoadDataEx(&mut m, jit.as_ptr().cast(), 2, opts.as_mut_ptr(), vals.as_mut_ptr()) };
         if r != CUresult::CUDA_SUCCESS {
             let mut msg = format!("cuModuleLoadData failed with error: {}", driver::error_name(r));
             if let Ok((cc, sm)) = api::compute_capability(dev) {
@@ -62,6 +66,15 @@ impl Inner {
                     msg += &format!(
                         " (the module holds code for {}; device {dev} is sm_{sm}, compute capability {cc})",
                         describe(&archs)
+                    );
+                }
+            }
+            if let Ok(text) = std::str::from_utf8(&jit[..jit.len() - 1]) {
+                let missing = libdevice::unresolved(text);
+                if !missing.is_empty() {
+                    msg += &format!(
+                        " (the PTX calls libdevice's {} without a definition: export it with libdevice linked in)",
+                        missing.join(", ")
                     );
                 }
             }
@@ -97,9 +110,14 @@ pub struct CudaModule {
 impl CudaModule {
     /// A module from its payload fields (no driver needed).
     pub fn new(fmt: String, fmap: FunctionMap, data: Vec<u8>) -> CudaModule {
+        let jit_image = std::str::from_utf8(&data).ok().and_then(libdevice::define_externs).map(|t| {
+            let mut v = t.into_bytes();
+            v.push(0);
+            v
+        });
         let mut image = data;
         image.push(0);
-        CudaModule { inner: Arc::new(Inner { fmt, fmap, image, modules: Mutex::new(HashMap::new()) }) }
+        CudaModule { inner: Arc::new(Inner { fmt, fmap, image, jit_image, modules: Mutex::new(HashMap::new()) }) }
     }
 
     /// `runtime.module.loadbinary_cuda`: `fmt`, function map, image.
