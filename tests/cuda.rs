@@ -302,6 +302,7 @@ fn gpu_newer_architecture_is_named() {
     ];
     let e = call(&k, &args).unwrap_err();
     assert!(e.contains(&format!("sm_{}", sm + 10)) && e.contains(&format!("sm_{sm}")), "{e}");
+    assert!(e.contains("kernel vadd_kernel0 on cuda(0)"), "the kernel and device are named: {e}");
 }
 
 #[test]
@@ -501,6 +502,11 @@ fn child_out_of_bounds() {
         }
     };
     assert!(e.contains("illegal memory access") || e.contains("CUDA_ERROR_ILLEGAL_ADDRESS"), "{e}");
+    assert!(
+        e.contains("poisons the CUDA context")
+            && e.contains("the last kernel this thread launched: vadd_kernel0 on cuda(0)"),
+        "{e}"
+    );
     // Every later call on the context reports it; nothing crashes.
     let e = DevArray::try_new(&[4], 2, CUDA).err().expect("the context is unusable");
     assert!(e.contains("illegal memory access"), "{e}");
@@ -599,6 +605,7 @@ fn gpu_unsupported_ptx_is_named() {
     let k = get_function(&m, "vadd_kernel0", false).unwrap();
     let e = call(&k, &vadd_args([std::ptr::null_mut(); 3], 1.0, 1, 1, 1)).unwrap_err();
     assert!(e.contains("CUDA_ERROR_INVALID_PTX") && e.contains("`brkpt`"), "{e}");
+    assert!(e.contains("kernel vadd_kernel0 on cuda(0)"), "{e}");
 }
 
 /// A float64 array of `n` elements on CUDA device 0 holding `v`.

@@ -36,15 +36,19 @@ impl Inner {
         &self.image[..self.image.len() - 1]
     }
 
-    /// The module loaded into device `dev` (whose context is current).
-    fn module_for(&self, dev: i32) -> Result<CUmodule> {
+    /// The module loaded into device `dev` (whose context is current); `kernel` (the function
+    /// being called) names what failed in an error.
+    fn module_for(&self, dev: i32, kernel: &str) -> Result<CUmodule> {
         let mut mods = self.modules.lock();
         if let Some(&m) = mods.get(&dev) {
             return Ok(m as CUmodule);
         }
         if let Ok((cc, sm)) = api::compute_capability(dev) {
             if let Some(e) = arch_mismatch(self.data(), sm, &cc) {
-                return Err(Error::with_kind("CUDAError", format!("cuModuleLoadData refused: {e}")));
+                return Err(Error::with_kind(
+                    "CUDAError",
+                    format!("cuModuleLoadData refused the module of kernel {kernel} on cuda({dev}): {e}"),
+                ));
             }
         }
         let jit = self.jit_image.as_ref().unwrap_or(&self.image);
@@ -59,7 +63,10 @@ impl Inner {
         let r =
             unsafe { sys::cuModuleLoadDataEx(&mut m, jit.as_ptr().cast(), 2, opts.as_mut_ptr(), vals.as_mut_ptr()) };
         if r != CUresult::CUDA_SUCCESS {
-            let mut msg = format!("cuModuleLoadData failed with error: {}", driver::error_name(r));
+            let mut msg = format!(
+                "cuModuleLoadData of the module of kernel {kernel} on cuda({dev}) failed with error: {}",
+                driver::error_name(r)
+            );
             if let Ok((cc, sm)) = api::compute_capability(dev) {
                 let archs = image_archs(self.data());
                 if !archs.is_empty() {
@@ -189,7 +196,7 @@ fn launch(inner: &Inner, funcs: &Mutex<HashMap<i32, usize>>, sig: &KernelSig, ar
         match funcs.get(&dev) {
             Some(&f) => f as CUfunction,
             None => {
-                let m = inner.module_for(dev)?;
+                let m = inner.module_for(dev, &sig.name)?;
                 let name = CString::new(sig.name.as_str()).map_err(|_| Error::value("kernel name contains NUL"))?;
                 let mut f: CUfunction = std::ptr::null_mut();
                 // SAFETY: a module loaded into the current context; NUL-terminated name.
@@ -222,10 +229,35 @@ fn launch(inner: &Inner, funcs: &Mutex<HashMap<i32, usize>>, sig: &KernelSig, ar
             std::ptr::null_mut(),
         )
     };
-    if r == CUresult::CUDA_SUCCESS || driver::is_deinitialized(r) {
+    if r == CUresult::CUDA_SUCCESS {
+        LAST_KERNEL.with(|l| {
+            let mut l = l.borrow_mut();
+            if l.0 != sig.name {
+                l.0.clear();
+                l.0.push_str(&sig.name);
+            }
+            l.1 = dev;
+        });
         return Ok(());
     }
-    Err(Error::tvm(launch_error(&driver::error_name(r), &d, &sig.name)))
+    if driver::is_deinitialized(r) {
+        return Ok(());
+    }
+    Err(Error::tvm(launch_error(&driver::error_name(r), &d, &sig.name) + &driver::sticky_note(r)))
+}
+
+thread_local! {
+    /// The kernel this thread last launched, and on which device (for the message of a fault
+    /// that shows at a later synchronisation).
+    static LAST_KERNEL: std::cell::RefCell<(String, i32)> = const { std::cell::RefCell::new((String::new(), 0)) };
+}
+
+/// The kernel this thread last launched and its device, if any.
+pub fn last_kernel() -> Option<(String, i32)> {
+    LAST_KERNEL.with(|l| {
+        let l = l.borrow();
+        (!l.0.is_empty()).then(|| l.clone())
+    })
 }
 
 /// The launch error text of devices.md 7.7 (without the PTX source).
@@ -244,7 +276,7 @@ fn prepare_global_barrier(inner: &Inner, ptrs: &Mutex<HashMap<i32, u64>>) -> Res
     let p = match ptrs.get(&dev) {
         Some(&p) => p,
         None => {
-            let m = inner.module_for(dev)?;
+            let m = inner.module_for(dev, "__tvm_prepare_global_barrier")?;
             let (mut p, mut size) = (0u64, 0usize);
             let name = c"__tvm_global_barrier_state";
             // SAFETY: a loaded module; out-pointers; NUL-terminated name.
