@@ -455,6 +455,7 @@ fn main() {
         }
     }
     let mut failed = failures.into_inner();
+    failed.sort();
     failed.dedup();
     for (lib, mode, why) in failed {
         let label = libs.iter().find(|(_, l)| *l == lib).map_or("?", |(n, _)| n);

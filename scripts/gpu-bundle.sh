@@ -22,8 +22,9 @@ rm -rf "$B" && mkdir -p "$B"/{lib,bin,tests,tvm,shared/fixtures}
 echo "== release library, tvmrt, the simulated driver"
 cargo build --release --quiet
 cargo build -p cudasim --release --quiet
+cargo build -p tvmrt --release --quiet --target-dir target/tools
 cp target/release/libtvm_runtime.so target/release/libcudasim.so "$B/lib/"
-cp target/release/tvmrt "$B/bin/"
+cp target/tools/release/tvmrt "$B/bin/"
 
 # The executable of each test/bench target, from cargo's JSON messages.
 exe_of() { # target-name (reads cargo's JSON on stdin)
@@ -45,7 +46,9 @@ cp "$(exe_of gpu <<<"$json")" "$B/bin/bench-gpu"
 strip --strip-debug "$B"/tests/* "$B"/bin/* 2>/dev/null || true
 
 echo "== the C test ctests/cuda.c"
-cmake -S ctests -B build/gpu-bundle-ctests -DCMAKE_BUILD_TYPE=Release -DTVM_RUNTIME_LIB_DIR="$root/target/release" >/dev/null
+rm -rf build/gpu-bundle-ctests  # no build RPATH: the check points LD_LIBRARY_PATH at the bundle
+cmake -S ctests -B build/gpu-bundle-ctests -DCMAKE_BUILD_TYPE=Release -DCMAKE_SKIP_BUILD_RPATH=ON \
+  -DTVM_RUNTIME_LIB_DIR="$root/target/release" >/dev/null
 cmake --build build/gpu-bundle-ctests --target cuda >/dev/null
 cp build/gpu-bundle-ctests/cuda "$B/bin/ctest-cuda"
 
@@ -71,6 +74,6 @@ anchors=$(cd "$B/tvm" && ls)
 {
   echo "commit $(git rev-parse HEAD)$(git diff --quiet HEAD -- . ':!build' || echo ' (with uncommitted changes)')"
   echo "built $(date -u +%FT%TZ) on $(uname -m)"
-  echo "anchors ${anchors:-none}"
+  echo "anchors $(echo ${anchors:-none})"
 } >"$B/BUNDLE"
 du -sh "$B" | awk '{print "bundle: " $2 " (" $1 ")"}'

@@ -24,10 +24,15 @@ fn attr(t: i64, id: i64, kind: i64) -> Result<Ret, String> {
 }
 
 /// Whether CUDA device 0 exists; prints why the caller skips if not. Under `CI=true` with
-/// `TVM_CUDA_LIBRARY` set (the simulated driver), a missing device is a failure.
+/// `TVM_CUDA_LIBRARY` set (the simulated driver), or with `TVMRT_REQUIRE_CUDA=1` (the GPU
+/// check), a missing device is a failure.
 fn gpu_ready() -> bool {
     if attr(2, 0, 0).unwrap().int() == 1 {
         return true;
+    }
+    if std::env::var("TVMRT_REQUIRE_CUDA").as_deref() == Ok("1") {
+        let why = DevArray::try_new(&[1], 2, CUDA).err().unwrap_or_default();
+        panic!("TVMRT_REQUIRE_CUDA=1 but cuda(0) does not exist: {why}");
     }
     if let Ok(lib) = std::env::var("TVM_CUDA_LIBRARY") {
         if std::env::var("CI").as_deref() == Ok("true") && !lib.is_empty() {

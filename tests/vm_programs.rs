@@ -857,9 +857,11 @@ fn opencl_kernels_device_copies_and_storage() {
 
 #[test]
 fn cuda_kernels_device_copies_and_storage() {
-    // Loads everywhere; runs where a CUDA driver and GPU are (never on CI).
+    // Loads everywhere; runs where a CUDA driver and GPU are (scripts/gpu-check.sh, also on the
+    // simulator there; TVMRT_REQUIRE_CUDA=1 makes a missing device a failure).
     let exec = gpu_library(1000, 2);
     if !device_exists(2) {
+        assert!(std::env::var("TVMRT_REQUIRE_CUDA").as_deref() != Ok("1"), "TVMRT_REQUIRE_CUDA=1 but no cuda(0)");
         eprintln!("SKIP: no CUDA driver or GPU here (cuda(0).exist == 0); the GPU part needs one");
         return;
     }
