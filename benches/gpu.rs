@@ -5,7 +5,7 @@
 //! * launch: a tiny kernel (the project's `vadd_kernel0` on 64 elements, from a `.cl` or `.ptx`
 //!   file) called through `TVMFuncCall`: time per call (enqueue) over 2000 calls, and per call
 //!   including a final sync;
-//! * the model (`mlp2_opencl.so` / `mlp2_nvptx.so`): `load` (`TVMModLoadFromFile`), `create`
+//! * the model (`mlp2_opencl.so` / `mlp2_nvptx.so`, or the file `BENCH_MODEL` names): `load` (`TVMModLoadFromFile`), `create`
 //!   (`default(device(0))`: executor + params upload), `first` (`set_input` + the first `run` +
 //!   sync, which builds or JIT-compiles every kernel), `run` (median of 50 `run` + sync).
 //!
@@ -149,7 +149,7 @@ fn target() -> Target {
 fn child_model(api: &Api, t: &Target, fixtures: &Path) -> [f64; 4] {
     let (in_shape, input) = npy_f32(&fixtures.join(format!("{}.input.data.npy", t.model)));
     let (out_shape, want) = npy_f32(&fixtures.join("mlp2.output.0.npy"));
-    let model = CString::new(fixtures.join(format!("{}.so", t.model)).to_str().unwrap()).unwrap();
+    let model = CString::new(model_path(t, fixtures).to_str().unwrap()).unwrap();
     let empty = CString::new("").unwrap();
 
     let t0 = Instant::now();
@@ -203,6 +203,12 @@ fn child_model(api: &Api, t: &Target, fixtures: &Path) -> [f64; 4] {
         assert!((g - w).abs() <= 1e-4 + 1e-4 * w.abs(), "wrong output {g} vs {w}");
     }
     [t_load.as_secs_f64() * 1e3, t_create.as_secs_f64() * 1e3, t_first.as_secs_f64() * 1e3, runs[runs.len() / 2]]
+}
+
+/// The model file: `BENCH_MODEL` when set (e.g. the copy of mlp2_nvptx.so whose PTX defines
+/// `__nv_fmaf`, which TVM's own runtime can load on a real GPU), else the fixture.
+fn model_path(t: &Target, fixtures: &Path) -> PathBuf {
+    std::env::var_os("BENCH_MODEL").map_or_else(|| fixtures.join(format!("{}.so", t.model)), PathBuf::from)
 }
 
 /// One process's tiny-kernel launch cost (microseconds): per enqueue, per call with the sync.
@@ -327,7 +333,7 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let model = fixtures.join(format!("{}.so", t.model));
+    let model = model_path(&t, &fixtures);
     if !model.is_file() {
         println!("SKIP: {} not found", model.display());
         return;

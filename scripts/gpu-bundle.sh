@@ -8,7 +8,8 @@
 #              any driver named by CUDASIM_TEST_DRIVER)
 #   tvm/       TVM's own runtime with CUDA (scripts/build-tvm-cuda.sh) where it was built:
 #              tvm/v0.8.0/lib, tvm/v0.18.0/lib (libtvm_runtime.so + libcudart.so.12)
-#   shared/    the fixtures the checks read (mlp2_nvptx.so and its data, manifests)
+#   shared/    the fixtures the checks read (mlp2_nvptx.so and its data, manifests), and
+#              mlp2_nvptx_libdevice.so (scripts/nvptx-define-libdevice.py: __nv_fmaf defined)
 #   BUNDLE     what was built from which commit
 # Usage: scripts/gpu-bundle.sh   (anchors are taken from build/tvm-cuda/ if present; build them
 # first with scripts/build-tvm-cuda.sh <TVM source tree>). Needs cmake and a C compiler.
@@ -56,6 +57,8 @@ echo "== fixtures"
 for f in manifest.json mlp2_nvptx.so mlp2_nvptx.input.data.npy mlp2.output.0.npy mlp2.so mlp2.input.data.npy; do
   cp "$SHARED/fixtures/$f" "$B/shared/fixtures/"
 done
+# The same export with __nv_fmaf defined in its PTX, which TVM's own runtime can load on a GPU.
+python3 scripts/nvptx-define-libdevice.py "$B/shared/fixtures/mlp2_nvptx.so" "$B/shared/fixtures/mlp2_nvptx_libdevice.so"
 # v0.18 has no CUDA export in the shared fixtures yet; one there would be carried too.
 if ls "$SHARED"/fixtures-v0.18/*nvptx* >/dev/null 2>&1; then
   mkdir -p "$B/shared/fixtures-v0.18"

@@ -162,6 +162,14 @@ for v in fixtures fixtures-v0.18; do
   fi
 done
 
+if [ -f "$B/shared/fixtures/mlp2_nvptx_libdevice.so" ]; then
+  run "mlp2_nvptx_libdevice.so (__nv_fmaf defined) via tvmrt" tvmrt-libdevice "$B/bin/tvmrt" run \
+    "$B/shared/fixtures/mlp2_nvptx_libdevice.so" --device cuda:0 --input "data=$B/shared/fixtures/mlp2_nvptx.input.data.npy" \
+    --expect "$B/shared/fixtures/mlp2.output.0.npy" --rtol 1e-4 --atol 1e-4
+else
+  row "mlp2_nvptx_libdevice.so (__nv_fmaf defined) via tvmrt" fail "not in the bundle (scripts/gpu-bundle.sh makes it)" 0
+fi
+
 echo "== benches (benches/gpu.rs, beside TVM's own CUDA runtime)"
 anchors=()
 for a in "$B"/tvm/v*/lib/libtvm_runtime.so; do [ -f "$a" ] && anchors+=("$a"); done
@@ -173,7 +181,9 @@ elif [ ${#anchors[@]} -eq 0 ]; then
 fi
 bench() { # label ref-lib-or-empty
   local t0=$SECONDS rc=0 log="$OUT/logs/bench-$1.log"
-  BENCH_DEVICE=cuda ROUNDS="${ROUNDS:-5}" TVM_REF_LIB="$2" timeout 240 "$B/bin/bench-gpu" >"$log" 2>&1 || rc=$?
+  # The model: mlp2_nvptx.so with __nv_fmaf defined in its PTX, which TVM's runtime can load too.
+  BENCH_DEVICE=cuda ROUNDS="${ROUNDS:-5}" TVM_REF_LIB="$2" BENCH_MODEL="$B/shared/fixtures/mlp2_nvptx_libdevice.so" \
+    timeout 240 "$B/bin/bench-gpu" >"$log" 2>&1 || rc=$?
   [ -n "$2" ] || sed -i '/^BENCH .*\ttvm\t/d' "$log"
   sed -n 's/^BENCH //p' "$log" | awk -F'\t' -v ref="$1" 'BEGIN{OFS="\t"} {if ($2=="tvm") $2=ref; print}' >>"$benches"
   # Ours failing is a failure; TVM's runtime failing is reported (its cells say why).
