@@ -74,13 +74,15 @@ pub fn define_externs(ptx: &str) -> Option<String> {
         }
         let params: Vec<String> = (0..n).map(|k| format!(".param {bits} {name}_p{k}")).collect();
         let mut body = format!(".func (.param {bits} func_retval0) {name}({})\n{{\n", params.join(", "));
-        body += &format!("\t.reg .{ty} %tvmrt_{ty}<{}>;\n", n + 1);
+        // Registers %tvmrt_s<k> / %tvmrt_d<k> (ptxas refuses ones named like %x_f32<k>).
+        let r = if ty == "f32" { "%tvmrt_s" } else { "%tvmrt_d" };
+        body += &format!("\t.reg .{ty} {r}<{}>;\n", n + 1);
         for k in 0..n {
-            body += &format!("\tld.param.{ty} %tvmrt_{ty}{k}, [{name}_p{k}];\n");
+            body += &format!("\tld.param.{ty} {r}{k}, [{name}_p{k}];\n");
         }
-        let operands: Vec<String> = (0..n).map(|k| format!("%tvmrt_{ty}{k}")).collect();
-        body += &format!("\t{instr} %tvmrt_{ty}{n}, {};\n", operands.join(", "));
-        body += &format!("\tst.param.{ty} [func_retval0+0], %tvmrt_{ty}{n};\n\tret;\n}}");
+        let operands: Vec<String> = (0..n).map(|k| format!("{r}{k}")).collect();
+        body += &format!("\t{instr} {r}{n}, {};\n", operands.join(", "));
+        body += &format!("\tst.param.{ty} [func_retval0+0], {r}{n};\n\tret;\n}}");
         out += &ptx[last..d.range.start];
         out += &body;
         last = d.range.end;
@@ -112,7 +114,7 @@ mod tests {
         let out = define_externs(DECL).expect("__nv_fmaf is known");
         assert!(!out.contains(".extern .func  (.param .b32 func_retval0) __nv_fmaf"), "{out}");
         assert!(out.contains(".func (.param .b32 func_retval0) __nv_fmaf(.param .b32 __nv_fmaf_p0"), "{out}");
-        assert!(out.contains("fma.rn.f32 %tvmrt_f323, %tvmrt_f320, %tvmrt_f321, %tvmrt_f322;"), "{out}");
+        assert!(out.contains("fma.rn.f32 %tvmrt_s3, %tvmrt_s0, %tvmrt_s1, %tvmrt_s2;"), "{out}");
         assert!(out.ends_with(".visible .entry k() { ret; }\n"));
         assert_eq!(unresolved(&out), vec!["__nv_expm1"]);
         assert_eq!(unresolved(DECL), vec!["__nv_fmaf", "__nv_expm1"]);
