@@ -18,7 +18,7 @@
 # Output (ignored by git): build/tvm-cuda/<version>/lib/ with libtvm_runtime.so and the
 # libcudart.so.12 it needs next to it (RUNPATH $ORIGIN), ready to be carried to a GPU machine.
 # Env: CUDA_RUNTIME_WHEEL_VERSION (default 12.9.79), CUDA_NVCC_WHEEL_VERSION (12.9.86),
-# JOBS (default: nproc). The wheels are unpacked once into build/tvm-cuda/cuda/.
+# JOBS (default: nproc). The wheels are unpacked once into build/tvm-cuda/cuda/ (scripts/cuda-wheels.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -33,16 +33,8 @@ version=$(sed -n 's/^#define TVM_VERSION "\(.*\)"/\1/p' "$src/include/tvm/runtim
 [ -n "$version" ] || { echo "cannot read TVM_VERSION from $src" >&2; exit 2; }
 command -v cmake >/dev/null || { echo "cmake is needed (apt-get install cmake)" >&2; exit 2; }
 
-cuda_dir="$root/build/tvm-cuda/cuda"
+cuda_dir=$(scripts/cuda-wheels.sh)
 runtime_version="${CUDA_RUNTIME_WHEEL_VERSION:-12.9.79}"
-nvcc_version="${CUDA_NVCC_WHEEL_VERSION:-12.9.86}"
-if [ ! -f "$cuda_dir/nvidia/cuda_runtime/include/cuda.h" ] || [ ! -f "$cuda_dir/nvidia/cuda_nvcc/include/crt/host_config.h" ]; then
-  echo "== CUDA from PyPI: nvidia-cuda-runtime-cu12==$runtime_version, nvidia-cuda-nvcc-cu12==$nvcc_version"
-  mkdir -p "$cuda_dir/wheels"
-  python3 -m pip download -q --no-deps -d "$cuda_dir/wheels" \
-    "nvidia-cuda-runtime-cu12==$runtime_version" "nvidia-cuda-nvcc-cu12==$nvcc_version"
-  for w in "$cuda_dir"/wheels/nvidia_cuda_{runtime,nvcc}_cu12-*.whl; do python3 -m zipfile -e "$w" "$cuda_dir"; done
-fi
 wheel="$cuda_dir/nvidia/cuda_runtime"
 cudart=$(ls "$wheel"/lib/libcudart.so.* | head -1)
 

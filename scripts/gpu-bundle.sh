@@ -20,6 +20,9 @@ B="$root/build/gpu-bundle"
 SHARED="${TVMRT_SHARED_DIR:-$root/../shared}"
 rm -rf "$B" && mkdir -p "$B"/{lib,bin,tests,tvm,shared/fixtures}
 
+# NVIDIA's ptxas (from PyPI) for the simulator run's PTX check; not carried (a GPU has its JIT).
+scripts/cuda-wheels.sh >/dev/null
+
 echo "== release library, tvmrt, the simulated driver"
 cargo build --release --quiet
 cargo build -p cudasim --release --quiet
@@ -54,7 +57,9 @@ cmake --build build/gpu-bundle-ctests --target cuda >/dev/null
 cp build/gpu-bundle-ctests/cuda "$B/bin/ctest-cuda"
 
 echo "== fixtures"
-for f in manifest.json mlp2_nvptx.so mlp2_nvptx.input.data.npy mlp2.output.0.npy mlp2.so mlp2.input.data.npy; do
+# (mlp2.so, add_one.so: CPU models the driver-less checks run beside a failing CUDA.)
+for f in manifest.json mlp2_nvptx.so mlp2_nvptx.input.data.npy mlp2.output.0.npy mlp2.so mlp2.input.data.npy \
+  add_one.so add_one.A.npy add_one.B.npy; do
   cp "$SHARED/fixtures/$f" "$B/shared/fixtures/"
 done
 # The same export with __nv_fmaf defined in its PTX, which TVM's own runtime can load on a GPU.

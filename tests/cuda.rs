@@ -81,6 +81,10 @@ const KERNELS: &str = include_str!("fixtures/cuda_kernels.ptx");
 const KERNELS_META: &str = include_str!("fixtures/cuda_kernels.tvm_meta.json");
 
 fn write_module(name: &str, ptx: &str, meta: &str) -> PathBuf {
+    // (Not the module made for an architecture newer than the device: it is meant to be refused.)
+    if name != "newer" {
+        ptxas_check(ptx, name);
+    }
     let dir = out_dir().join(format!("cuda-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let p = dir.join(format!("{name}.ptx"));
@@ -325,6 +329,13 @@ fn gpu_tvm_mlp2_nvptx_export() {
     let f32s = |b: &[u8]| b.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect::<Vec<f32>>();
     let (input, want) = (f32s(&in_bytes), f32s(&out_bytes));
     let m = load(&p).unwrap();
+    // Its PTX as the driver gets it (libdevice's __nv_fmaf defined) passes ptxas where it is set.
+    let cuda = cuda_import(&m).expect("a cuda module among the imports");
+    let Ok(Ret::Str(ptx)) = call_global("runtime.ModuleGetSource", &[Arg::Module(&cuda), Arg::Str("ptx")]) else {
+        panic!("ModuleGetSource: {}", last_error())
+    };
+    assert!(ptx.contains(".extern .func  (.param .b32 func_retval0) __nv_fmaf"), "TVM's PTX as exported");
+    ptxas_check(&ptx, "mlp2_nvptx");
     let Ok(Ret::Module(ex)) = call(&get_function(&m, "default", false).unwrap(), &[Arg::Device(CUDA, 0)]) else {
         panic!("default(cuda): {}", last_error())
     };
@@ -342,6 +353,13 @@ fn gpu_tvm_mlp2_nvptx_export() {
     for (g, w) in got.iter().zip(&want) {
         assert!((g - w).abs() <= atol + rtol * w.abs(), "{g} vs {w}");
     }
+}
+
+/// The first `cuda` module in `m`'s import tree.
+fn cuda_import(m: &Mod) -> Option<Mod> {
+    (0..imports_size(m))
+        .map(|i| import(m, i))
+        .find_map(|c| if type_key(&c) == "cuda" { Some(c) } else { cuda_import(&c) })
 }
 
 /// Runs `mlp2_nvptx.so` on CUDA device `dev` and compares with the manifest; the output's

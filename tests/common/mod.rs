@@ -158,6 +158,35 @@ pub fn out_dir() -> PathBuf {
     d
 }
 
+/// With `TVMRT_PTXAS=<ptxas>` (scripts/gpu-check.sh --simulator, with the ptxas of the
+/// `nvidia-cuda-nvcc-cu12` wheel), PTX a test is about to load must be accepted by NVIDIA's
+/// assembler for `TVMRT_PTXAS_ARCH` (default sm_90, an H100), as the runtime hands it to the
+/// driver (libdevice declarations defined): what a real driver's JIT would refuse fails here,
+/// without a GPU. `what` names the module in the failure.
+pub fn ptxas_check(ptx: &str, what: &str) {
+    let Some(ptxas) = std::env::var_os("TVMRT_PTXAS") else { return };
+    let arch = std::env::var("TVMRT_PTXAS_ARCH").unwrap_or_else(|_| "sm_90".into());
+    let text = tvm_runtime::device::cuda::libdevice::define_externs(ptx).unwrap_or_else(|| ptx.to_owned());
+    static SEQ: AtomicUsize = AtomicUsize::new(0);
+    let path =
+        out_dir().join(format!("ptxas-{what}-{}-{}.ptx", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed)));
+    std::fs::write(&path, &text).expect("write PTX");
+    let out = Command::new(&ptxas)
+        .arg(format!("-arch={arch}"))
+        .arg(&path)
+        .arg("-o")
+        .arg(path.with_extension("cubin"))
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", Path::new(&ptxas).display()));
+    assert!(
+        out.status.success(),
+        "ptxas -arch={arch} refuses the PTX of {what} ({}): {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!("ptxas -arch={arch} accepts {what}");
+}
+
 /// The checked-in C source of the test library.
 pub fn testlib_c() -> PathBuf {
     source_dir().join("tests/fixtures/testlib.c")

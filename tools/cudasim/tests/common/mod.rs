@@ -122,6 +122,33 @@ pub fn setup(dev: i32) {
 /// A loaded module.
 pub struct Module(pub *mut c_void);
 
+/// With `TVMRT_PTXAS=<ptxas>` (scripts/gpu-check.sh --simulator), PTX the kernel tests load
+/// must be accepted by NVIDIA's assembler for `TVMRT_PTXAS_ARCH` (default sm_90), as a real
+/// driver's JIT would have to; PTX with `.extern` functions (libdevice, resolved by whoever
+/// loads it) is assembled as relocatable code (`-c`).
+pub fn ptxas_check(ptx: &str) {
+    let Some(ptxas) = std::env::var_os("TVMRT_PTXAS") else { return };
+    let arch = std::env::var("TVMRT_PTXAS_ARCH").unwrap_or_else(|_| "sm_90".into());
+    static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::var_os("TVMRT_TEST_TMPDIR").map_or_else(std::env::temp_dir, std::path::PathBuf::from);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("cudasim-ptxas-{}-{n}.ptx", std::process::id()));
+    std::fs::write(&path, ptx).unwrap();
+    let mut cmd = std::process::Command::new(&ptxas);
+    cmd.arg(format!("-arch={arch}")).arg(&path).arg("-o").arg(path.with_extension("cubin"));
+    if ptx.contains(".extern .func") {
+        cmd.arg("-c");
+    }
+    let out = cmd.output().unwrap_or_else(|e| panic!("running ptxas: {e}"));
+    assert!(
+        out.status.success(),
+        "ptxas -arch={arch} refuses {}: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Loads PTX into the current context; the error and JIT log on failure.
 pub fn try_load(ptx: &str) -> Result<Module, (CUresult, String)> {
     let text = CString::new(ptx).unwrap();
@@ -142,6 +169,7 @@ pub fn try_load(ptx: &str) -> Result<Module, (CUresult, String)> {
 /// Loads PTX, panicking with the log on failure.
 #[track_caller]
 pub fn load(ptx: &str) -> Module {
+    ptxas_check(ptx);
     try_load(ptx).unwrap_or_else(|(r, log)| panic!("load failed with {}: {log}", name(r)))
 }
 
