@@ -5,7 +5,7 @@
 //! * launch: a tiny kernel (the project's `vadd_kernel0` on 64 elements, from a `.cl` or `.ptx`
 //!   file) called through `TVMFuncCall`: time per call (enqueue) over 2000 calls, and per call
 //!   including a final sync;
-//! * the model (`mlp2_opencl.so` / `mlp2_nvptx.so`): `load` (`TVMModLoadFromFile`), `create`
+//! * the model (`mlp2_opencl.so` / `mlp2_nvptx.so`, or the file `BENCH_MODEL` names): `load` (`TVMModLoadFromFile`), `create`
 //!   (`default(device(0))`: executor + params upload), `first` (`set_input` + the first `run` +
 //!   sync, which builds or JIT-compiles every kernel), `run` (median of 50 `run` + sync).
 //!
@@ -13,7 +13,14 @@
 //! with our program binary cache (`TVM_OPENCL_PROGRAM_CACHE`, warmed first; ours only), and with
 //! PoCL's kernel cache on (warmed). Libraries alternate, `ROUNDS` (5) processes per cell; medians.
 //!
-//! `cargo bench --bench gpu` (fixtures from `../shared/fixtures`).
+//! * copies (CUDA only): 64 MB host-to-device and device-to-host, from pageable memory
+//!   (`TVMArrayCopyFromBytes` / `ToBytes`) and from pinned memory (`cuda_host` arrays,
+//!   `TVMArrayCopyFromTo`): GB/s, best of 5.
+//!
+//! Besides the table, every figure is printed as a line `BENCH <name>\t<lib>\t<value>\t<unit>`
+//! (a failed cell as `BENCH <name>\t<lib>\tfailed\t<reason>`) for `scripts/gpu-check.sh`.
+//!
+//! `cargo bench --bench gpu` (fixtures from `../shared/fixtures`, or `$TVMRT_SHARED_DIR/fixtures`).
 
 use libloading::os::unix::{Library, Symbol, RTLD_GLOBAL, RTLD_NOW};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
@@ -39,6 +46,7 @@ struct Api {
     get_fn: Symbol<unsafe extern "C" fn(Handle, *const c_char, c_int, *mut Handle) -> c_int>,
     call: Symbol<unsafe extern "C" fn(Handle, *mut Value, *mut c_int, c_int, *mut Value, *mut c_int) -> c_int>,
     alloc: Symbol<unsafe extern "C" fn(*const i64, c_int, c_int, c_int, c_int, c_int, c_int, *mut Handle) -> c_int>,
+    copy: Symbol<unsafe extern "C" fn(Handle, Handle, *mut c_void) -> c_int>,
     from_bytes: Symbol<unsafe extern "C" fn(Handle, *mut c_void, usize) -> c_int>,
     to_bytes: Symbol<unsafe extern "C" fn(Handle, *mut c_void, usize) -> c_int>,
     sync: Symbol<unsafe extern "C" fn(c_int, c_int, *mut c_void) -> c_int>,
@@ -57,6 +65,7 @@ impl Api {
                 get_fn: lib.get(b"TVMModGetFunction\0").unwrap(),
                 call: lib.get(b"TVMFuncCall\0").unwrap(),
                 alloc: lib.get(b"TVMArrayAlloc\0").unwrap(),
+                copy: lib.get(b"TVMArrayCopyFromTo\0").unwrap(),
                 from_bytes: lib.get(b"TVMArrayCopyFromBytes\0").unwrap(),
                 to_bytes: lib.get(b"TVMArrayCopyToBytes\0").unwrap(),
                 sync: lib.get(b"TVMSynchronize\0").unwrap(),
@@ -140,7 +149,7 @@ fn target() -> Target {
 fn child_model(api: &Api, t: &Target, fixtures: &Path) -> [f64; 4] {
     let (in_shape, input) = npy_f32(&fixtures.join(format!("{}.input.data.npy", t.model)));
     let (out_shape, want) = npy_f32(&fixtures.join("mlp2.output.0.npy"));
-    let model = CString::new(fixtures.join(format!("{}.so", t.model)).to_str().unwrap()).unwrap();
+    let model = CString::new(model_path(t, fixtures).to_str().unwrap()).unwrap();
     let empty = CString::new("").unwrap();
 
     let t0 = Instant::now();
@@ -194,6 +203,12 @@ fn child_model(api: &Api, t: &Target, fixtures: &Path) -> [f64; 4] {
         assert!((g - w).abs() <= 1e-4 + 1e-4 * w.abs(), "wrong output {g} vs {w}");
     }
     [t_load.as_secs_f64() * 1e3, t_create.as_secs_f64() * 1e3, t_first.as_secs_f64() * 1e3, runs[runs.len() / 2]]
+}
+
+/// The model file: `BENCH_MODEL` when set (e.g. the copy of mlp2_nvptx.so whose PTX defines
+/// `__nv_fmaf`, which TVM's own runtime can load on a real GPU), else the fixture.
+fn model_path(t: &Target, fixtures: &Path) -> PathBuf {
+    std::env::var_os("BENCH_MODEL").map_or_else(|| fixtures.join(format!("{}.so", t.model)), PathBuf::from)
 }
 
 /// One process's tiny-kernel launch cost (microseconds): per enqueue, per call with the sync.
@@ -250,20 +265,67 @@ fn child_launch(api: &Api, t: &Target) -> [f64; 2] {
     [enqueue.as_secs_f64() * 1e6 / f64::from(N), total.as_secs_f64() * 1e6 / f64::from(N)]
 }
 
+/// One process's 64 MB copies (GB/s, best of 5): to and from the device from pageable memory,
+/// then from and to pinned (`cuda_host`) memory.
+fn child_copy(api: &Api, t: &Target) -> [f64; 4] {
+    const BYTES: usize = 64 << 20;
+    let shape = [(BYTES / 4) as i64];
+    let (mut dev, mut pinned) = (std::ptr::null_mut(), std::ptr::null_mut());
+    // SAFETY: valid shape and out-pointers.
+    unsafe {
+        api.check((api.alloc)(shape.as_ptr(), 1, 2, 32, 1, t.dev_type, 0, &mut dev), "alloc device");
+        api.check((api.alloc)(shape.as_ptr(), 1, 2, 32, 1, 3, 0, &mut pinned), "alloc cuda_host");
+    }
+    let mut host = vec![1u8; BYTES];
+    let best = |f: &dyn Fn()| {
+        f();
+        let t = (0..5)
+            .map(|_| {
+                let t0 = Instant::now();
+                f();
+                t0.elapsed().as_secs_f64()
+            })
+            .fold(f64::INFINITY, f64::min);
+        BYTES as f64 / t / 1e9
+    };
+    let h = host.as_mut_ptr().cast::<c_void>();
+    // SAFETY: a live array of BYTES bytes; `host` holds BYTES bytes.
+    let h2d = best(&|| api.check(unsafe { (api.from_bytes)(dev, h, BYTES) }, "copy to device"));
+    // SAFETY: as above.
+    let d2h = best(&|| api.check(unsafe { (api.to_bytes)(dev, h, BYTES) }, "copy from device"));
+    let sync = || {
+        // SAFETY: plain call.
+        api.check(unsafe { (api.sync)(t.dev_type, 0, std::ptr::null_mut()) }, "sync")
+    };
+    let p2d = best(&|| {
+        // SAFETY: live arrays of equal size; the legacy stream.
+        api.check(unsafe { (api.copy)(pinned, dev, std::ptr::null_mut()) }, "pinned to device");
+        sync();
+    });
+    let d2p = best(&|| {
+        // SAFETY: as above.
+        api.check(unsafe { (api.copy)(dev, pinned, std::ptr::null_mut()) }, "device to pinned");
+        sync();
+    });
+    [h2d, d2h, p2d, d2p]
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
 
 fn main() {
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures");
+    let fixtures = std::env::var_os("TVMRT_SHARED_DIR")
+        .map_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared"), PathBuf::from)
+        .join("fixtures");
     let t = target();
     if let Ok(lib) = std::env::var("TVMRT_BENCH_CHILD") {
         let api = Api::open(&lib);
-        let v: Vec<f64> = if std::env::var("TVMRT_BENCH_MODE").as_deref() == Ok("launch") {
-            child_launch(&api, &t).to_vec()
-        } else {
-            child_model(&api, &t, &fixtures).to_vec()
+        let v: Vec<f64> = match std::env::var("TVMRT_BENCH_MODE").as_deref() {
+            Ok("launch") => child_launch(&api, &t).to_vec(),
+            Ok("copy") => child_copy(&api, &t).to_vec(),
+            _ => child_model(&api, &t, &fixtures).to_vec(),
         };
         println!("RESULT {}", v.iter().map(|x| format!("{x:.4}")).collect::<Vec<_>>().join(" "));
         return;
@@ -271,7 +333,7 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let model = fixtures.join(format!("{}.so", t.model));
+    let model = model_path(&t, &fixtures);
     if !model.is_file() {
         println!("SKIP: {} not found", model.display());
         return;
@@ -286,6 +348,7 @@ fn main() {
     let cache = std::env::temp_dir().join(format!("tvmrt-bench-clcache-{}", std::process::id()));
     let rounds: usize = std::env::var("ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(5);
     let exe = std::env::current_exe().unwrap();
+    let failures = std::cell::RefCell::new(Vec::<(String, String, String)>::new());
     let spawn = |lib: &str, mode: &str, env: &[(&str, &str)]| -> Option<Vec<f64>> {
         let mut cmd = Command::new(&exe);
         cmd.env("TVMRT_BENCH_CHILD", lib).env("TVMRT_BENCH_MODE", mode).env_remove("TVM_OPENCL_PROGRAM_CACHE");
@@ -297,7 +360,11 @@ fn main() {
         match text.lines().find(|l| l.starts_with("RESULT ")) {
             Some(line) => Some(line[7..].split(' ').map(|s| s.parse().unwrap()).collect()),
             None => {
-                eprintln!("child ({lib}, {mode}) failed: {text}\n{}", String::from_utf8_lossy(&out.stderr));
+                let err = String::from_utf8_lossy(&out.stderr);
+                eprintln!("child ({lib}, {mode}) failed: {text}\n{err}");
+                // The panic's message (the line after "panicked at"), for the BENCH line.
+                let why = err.lines().skip_while(|l| !l.contains("panicked at")).nth(1).unwrap_or("no result");
+                failures.borrow_mut().push((lib.to_owned(), mode.to_owned(), why.replace('\t', " ")));
                 None
             }
         }
@@ -319,6 +386,8 @@ fn main() {
         }
         let m = |k: usize| median(res[i].iter().map(|v| v[k]).collect());
         println!("{:<36} {label:<5} {:>14.3} {:>16.3}", "vadd_kernel0 through TVMFuncCall", m(0), m(1));
+        bench_line("launch_enqueue", label, m(0), "us");
+        bench_line("launch_with_sync", label, m(1), "us");
     }
 
     let cache_s = cache.to_str().unwrap().to_owned();
@@ -364,7 +433,43 @@ fn main() {
             }
             let m = |k: usize| median(res[i].iter().map(|v| v[k]).collect());
             println!("{name:<36} {label:<5} {:>9.3} {:>9.3} {:>11.3} {:>9.4}", m(0), m(1), m(2), m(3));
+            if scenarios.len() == 1 {
+                for (k, what) in ["load", "create", "first_run", "run"].iter().enumerate() {
+                    bench_line(&format!("{}_{what}", t.model), label, m(k), "ms");
+                }
+            }
         }
     }
     let _ = std::fs::remove_dir_all(&cache);
+
+    if t.dev_type == 2 {
+        println!(
+            "{:<36} {:<5} {:>9} {:>9} {:>11} {:>9}",
+            "64 MB copies (GB/s, best of 5)", "lib", "to dev", "from dev", "pinned to", "pinned from"
+        );
+        for (label, lib) in &libs {
+            let Some(v) = spawn(lib, "copy", &[]) else { continue };
+            println!(
+                "{:<36} {label:<5} {:>9.2} {:>9.2} {:>11.2} {:>9.2}",
+                "pageable / pinned host memory", v[0], v[1], v[2], v[3]
+            );
+            for (k, what) in
+                ["copy64mb_h2d", "copy64mb_d2h", "copy64mb_pinned_h2d", "copy64mb_pinned_d2h"].iter().enumerate()
+            {
+                bench_line(what, label, v[k], "GB/s");
+            }
+        }
+    }
+    let mut failed = failures.into_inner();
+    failed.sort();
+    failed.dedup();
+    for (lib, mode, why) in failed {
+        let label = libs.iter().find(|(_, l)| *l == lib).map_or("?", |(n, _)| n);
+        println!("BENCH {mode}\t{label}\tfailed\t{why}");
+    }
+}
+
+/// A figure in the form `scripts/gpu-check.sh` collects.
+fn bench_line(name: &str, lib: &str, value: f64, unit: &str) {
+    println!("BENCH {name}\t{lib}\t{value:.4}\t{unit}");
 }

@@ -33,6 +33,11 @@ int main(void) {
     fprintf(stderr, "FAIL: TVM_CUDA_LIBRARY=%s is set under CI but cuda(0) does not exist\n", named);
     EXPECT(exists == 1);
   }
+  const char* require = getenv("TVMRT_REQUIRE_CUDA");
+  if (exists != 1 && require != NULL && strcmp(require, "1") == 0) {
+    fprintf(stderr, "FAIL: TVMRT_REQUIRE_CUDA=1 but cuda(0) does not exist\n");
+    EXPECT(exists == 1);
+  }
   if (exists != 1) {
     printf("no CUDA driver or GPU: checking the driver-less behaviour only\n");
     ERR_HAS(TVMFuncCall(def, v, c, 1, &rv, &rc), "CUDA: ");

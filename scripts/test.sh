@@ -43,6 +43,9 @@ echo "$out"
 grep -q "output \[1, 3\]: 4.85 2.3 10.55" <<<"$out"
 
 ./scripts/test-cli.sh  # tvmrt and the safe Rust API: tests, examples, the README's tvmrt commands
+# Issue 26: the bundle carried to a GPU machine, and its check run here on the simulated driver.
+./scripts/gpu-bundle.sh
+./scripts/gpu-check.sh --simulator
 ./scripts/test-rpc.sh
 
 echo "== python ctypes FFI test"

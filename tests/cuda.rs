@@ -24,10 +24,15 @@ fn attr(t: i64, id: i64, kind: i64) -> Result<Ret, String> {
 }
 
 /// Whether CUDA device 0 exists; prints why the caller skips if not. Under `CI=true` with
-/// `TVM_CUDA_LIBRARY` set (the simulated driver), a missing device is a failure.
+/// `TVM_CUDA_LIBRARY` set (the simulated driver), or with `TVMRT_REQUIRE_CUDA=1` (the GPU
+/// check), a missing device is a failure.
 fn gpu_ready() -> bool {
     if attr(2, 0, 0).unwrap().int() == 1 {
         return true;
+    }
+    if std::env::var("TVMRT_REQUIRE_CUDA").as_deref() == Ok("1") {
+        let why = DevArray::try_new(&[1], 2, CUDA).err().unwrap_or_default();
+        panic!("TVMRT_REQUIRE_CUDA=1 but cuda(0) does not exist: {why}");
     }
     if let Ok(lib) = std::env::var("TVM_CUDA_LIBRARY") {
         if std::env::var("CI").as_deref() == Ok("true") && !lib.is_empty() {
@@ -76,6 +81,10 @@ const KERNELS: &str = include_str!("fixtures/cuda_kernels.ptx");
 const KERNELS_META: &str = include_str!("fixtures/cuda_kernels.tvm_meta.json");
 
 fn write_module(name: &str, ptx: &str, meta: &str) -> PathBuf {
+    // (Not the module made for an architecture newer than the device: it is meant to be refused.)
+    if name != "newer" {
+        ptxas_check(ptx, name);
+    }
     let dir = out_dir().join(format!("cuda-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let p = dir.join(format!("{name}.ptx"));
@@ -302,6 +311,7 @@ fn gpu_newer_architecture_is_named() {
     ];
     let e = call(&k, &args).unwrap_err();
     assert!(e.contains(&format!("sm_{}", sm + 10)) && e.contains(&format!("sm_{sm}")), "{e}");
+    assert!(e.contains("kernel vadd_kernel0 on cuda(0)"), "the kernel and device are named: {e}");
 }
 
 #[test]
@@ -319,6 +329,13 @@ fn gpu_tvm_mlp2_nvptx_export() {
     let f32s = |b: &[u8]| b.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect::<Vec<f32>>();
     let (input, want) = (f32s(&in_bytes), f32s(&out_bytes));
     let m = load(&p).unwrap();
+    // Its PTX as the driver gets it (libdevice's __nv_fmaf defined) passes ptxas where it is set.
+    let cuda = cuda_import(&m).expect("a cuda module among the imports");
+    let Ok(Ret::Str(ptx)) = call_global("runtime.ModuleGetSource", &[Arg::Module(&cuda), Arg::Str("ptx")]) else {
+        panic!("ModuleGetSource: {}", last_error())
+    };
+    assert!(ptx.contains(".extern .func  (.param .b32 func_retval0) __nv_fmaf"), "TVM's PTX as exported");
+    ptxas_check(&ptx, "mlp2_nvptx");
     let Ok(Ret::Module(ex)) = call(&get_function(&m, "default", false).unwrap(), &[Arg::Device(CUDA, 0)]) else {
         panic!("default(cuda): {}", last_error())
     };
@@ -336,6 +353,13 @@ fn gpu_tvm_mlp2_nvptx_export() {
     for (g, w) in got.iter().zip(&want) {
         assert!((g - w).abs() <= atol + rtol * w.abs(), "{g} vs {w}");
     }
+}
+
+/// The first `cuda` module in `m`'s import tree.
+fn cuda_import(m: &Mod) -> Option<Mod> {
+    (0..imports_size(m))
+        .map(|i| import(m, i))
+        .find_map(|c| if type_key(&c) == "cuda" { Some(c) } else { cuda_import(&c) })
 }
 
 /// Runs `mlp2_nvptx.so` on CUDA device `dev` and compares with the manifest; the output's
@@ -501,6 +525,11 @@ fn child_out_of_bounds() {
         }
     };
     assert!(e.contains("illegal memory access") || e.contains("CUDA_ERROR_ILLEGAL_ADDRESS"), "{e}");
+    assert!(
+        e.contains("poisons the CUDA context")
+            && e.contains("the last kernel this thread launched: vadd_kernel0 on cuda(0)"),
+        "{e}"
+    );
     // Every later call on the context reports it; nothing crashes.
     let e = DevArray::try_new(&[4], 2, CUDA).err().expect("the context is unusable");
     assert!(e.contains("illegal memory access"), "{e}");
@@ -599,6 +628,7 @@ fn gpu_unsupported_ptx_is_named() {
     let k = get_function(&m, "vadd_kernel0", false).unwrap();
     let e = call(&k, &vadd_args([std::ptr::null_mut(); 3], 1.0, 1, 1, 1)).unwrap_err();
     assert!(e.contains("CUDA_ERROR_INVALID_PTX") && e.contains("`brkpt`"), "{e}");
+    assert!(e.contains("kernel vadd_kernel0 on cuda(0)"), "{e}");
 }
 
 /// A float64 array of `n` elements on CUDA device 0 holding `v`.
@@ -658,4 +688,138 @@ fn gpu_eight_byte_scalar_parameters() {
     // SAFETY: as above.
     assert_eq!(unsafe { napi::TVMArrayCopyToBytes(dy.0, again.as_mut_ptr().cast(), n * 8) }, 0);
     assert_eq!(again, got);
+}
+
+#[test]
+fn gpu_huge_allocation_is_a_clear_error() {
+    if !gpu_ready() {
+        return;
+    }
+    // 2^45 float32 (128 TiB): more than any GPU has; the error names CUDA, the size and device.
+    let e = DevArray::try_new(&[1 << 45], 2, CUDA).err().expect("a 128 TiB array");
+    assert!(
+        e.contains("CUDA: out of memory")
+            && e.contains("140737488355328 bytes on cuda(0)")
+            && e.contains("CUDA_ERROR_OUT_OF_MEMORY"),
+        "{e}"
+    );
+    // The device goes on working.
+    let a = DevArray::from_f32(&[1.0, 2.0, 3.0], CUDA);
+    assert_eq!(a.f32s(3), vec![1.0, 2.0, 3.0]);
+}
+
+/// Name, single precision, operand count, CPU reference.
+type LibdeviceFn = (&'static str, bool, usize, fn(&[f64]) -> f64);
+
+/// The libdevice functions the runtime defines for PTX that declares them `.extern`, with
+/// their operand count and a CPU reference (f64 for both widths; f32 results are rounded).
+const LIBDEVICE: &[LibdeviceFn] = &[
+    ("__nv_fmaf", true, 3, |a| (a[0] as f32).mul_add(a[1] as f32, a[2] as f32) as f64),
+    ("__nv_fma", false, 3, |a| a[0].mul_add(a[1], a[2])),
+    ("__nv_fabsf", true, 1, |a| a[0].abs()),
+    ("__nv_fabs", false, 1, |a| a[0].abs()),
+    ("__nv_sqrtf", true, 1, |a| (a[0] as f32).sqrt() as f64),
+    ("__nv_sqrt", false, 1, |a| a[0].sqrt()),
+    ("__nv_fminf", true, 2, |a| a[0].min(a[1])),
+    ("__nv_fmaxf", true, 2, |a| a[0].max(a[1])),
+    ("__nv_fmin", false, 2, |a| a[0].min(a[1])),
+    ("__nv_fmax", false, 2, |a| a[0].max(a[1])),
+    ("__nv_floorf", true, 1, |a| a[0].floor()),
+    ("__nv_ceilf", true, 1, |a| a[0].ceil()),
+    ("__nv_truncf", true, 1, |a| a[0].trunc()),
+    ("__nv_floor", false, 1, |a| a[0].floor()),
+    ("__nv_ceil", false, 1, |a| a[0].ceil()),
+    ("__nv_trunc", false, 1, |a| a[0].trunc()),
+];
+
+/// A kernel `libdevice_kernel0(X32, Y32, X64, Y64)` in the form TVM's NVPTX back end emits
+/// without libdevice linked in: function k of [`LIBDEVICE`] reads its operands at X[3k..] and
+/// writes Y[k], each call through an `.extern .func` declaration.
+fn libdevice_ptx() -> String {
+    let mut decls = String::new();
+    let mut body = String::new();
+    for (k, (name, single, n, _)) in LIBDEVICE.iter().enumerate() {
+        let (b, t, w, reg, x, y) =
+            if *single { ("b32", "f32", 4, "%f", "%rd1", "%rd2") } else { ("b64", "f64", 8, "%fd", "%rd3", "%rd4") };
+        let params: Vec<String> = (0..*n).map(|i| format!("\t.param .{b} {name}_param_{i}")).collect();
+        decls += &format!(".extern .func  (.param .{b} func_retval0) {name}\n(\n{}\n)\n;\n", params.join(",\n"));
+        body += &format!("\t{{\n\t.reg .{b} temp_param_reg;\n");
+        for i in 0..*n {
+            body += &format!("\tld.global.{t} {reg}{}, [{x}+{}];\n", 4 * k + i, (3 * k + i) * w);
+            body += &format!("\t.param .{b} param{i};\n\tst.param.{t} [param{i}+0], {reg}{};\n", 4 * k + i);
+        }
+        let args: Vec<String> = (0..*n).map(|i| format!("param{i}")).collect();
+        body += &format!(
+            "\t.param .{b} retval0;\n\tcall.uni (retval0), \n\t{name}, \n\t(\n\t{}\n\t);\n",
+            args.join(", \n\t")
+        );
+        body += &format!(
+            "\tld.param.{t} {reg}{r}, [retval0+0];\n\t}}\n\tst.global.{t} [{y}+{}], {reg}{r};\n",
+            k * w,
+            r = 4 * k + 3
+        );
+    }
+    let regs = 4 * LIBDEVICE.len();
+    format!(
+        ".version 6.0\n.target sm_50\n.address_size 64\n\n{decls}\n.visible .entry libdevice_kernel0(\n\
+         \t.param .u64 p0,\n\t.param .u64 p1,\n\t.param .u64 p2,\n\t.param .u64 p3\n)\n{{\n\
+         \t.reg .f32 %f<{regs}>;\n\t.reg .f64 %fd<{regs}>;\n\t.reg .b64 %rd<5>;\n\
+         \tld.param.u64 %rd1, [p0];\n\tld.param.u64 %rd2, [p1];\n\tld.param.u64 %rd3, [p2];\n\tld.param.u64 %rd4, [p3];\n\
+         {body}\tret;\n}}\n"
+    )
+}
+
+#[test]
+fn gpu_libdevice_externs_are_defined() {
+    if !gpu_ready() {
+        return;
+    }
+    let meta = r#"{"tvm_version": "0.8.0", "func_info": {"libdevice_kernel0": {"name": "",
+        "arg_types": ["handle", "handle", "handle", "handle"], "launch_param_tags": ["threadIdx.x"]}}}"#;
+    let ptx = libdevice_ptx();
+    // What the driver gets: every declaration defined.
+    let defined = tvm_runtime::device::cuda::libdevice::define_externs(&ptx).unwrap();
+    assert!(!defined.contains(".extern"), "{defined}");
+    let m = load(&write_module("libdevice", &ptx, meta)).unwrap();
+    let k = get_function(&m, "libdevice_kernel0", false).unwrap();
+    // Operands: fmaf's is the case where a fused multiply-add differs from two roundings.
+    let e = 2f64.powi(-12);
+    let ops: Vec<[f64; 3]> = vec![[1.0 + e, 1.0 + e, -1.0], [-2.5, -0.75, -1.5], [2.0, 0.0, 0.0], [-4.5, 0.0, 0.0]];
+    let operand = |k: usize, i: usize| match (LIBDEVICE[k].0, k) {
+        ("__nv_fmaf" | "__nv_fma", _) => ops[0][i],
+        (n, _) if n.contains("sqrt") => ops[2][i],
+        (n, _) if n.contains("fmin") || n.contains("fmax") => ops[1][i],
+        _ => ops[3][i] + 0.25 * (k % 3) as f64,
+    };
+    let mut x32 = vec![0f32; 3 * LIBDEVICE.len()];
+    let mut x64 = vec![0f64; 3 * LIBDEVICE.len()];
+    for k in 0..LIBDEVICE.len() {
+        for i in 0..3 {
+            x32[3 * k + i] = operand(k, i) as f32;
+            x64[3 * k + i] = operand(k, i);
+        }
+    }
+    let (dx32, dy32) = (DevArray::from_f32(&x32, CUDA), DevArray::new(&[LIBDEVICE.len() as i64], 2, CUDA));
+    let (dx64, dy64) = (f64_array(&x64), f64_array(&vec![0.0; LIBDEVICE.len()]));
+    let args = [
+        Arg::Handle(dx32.data()),
+        Arg::Handle(dy32.data()),
+        Arg::Handle(dx64.data()),
+        Arg::Handle(dy64.data()),
+        Arg::Int(1),
+    ];
+    call(&k, &args).unwrap();
+    let y32 = dy32.f32s(LIBDEVICE.len());
+    let mut y64 = vec![0f64; LIBDEVICE.len()];
+    // SAFETY: `y64` holds the array's bytes.
+    assert_eq!(unsafe { napi::TVMArrayCopyToBytes(dy64.0, y64.as_mut_ptr().cast(), y64.len() * 8) }, 0);
+    for (k, (name, single, _, f)) in LIBDEVICE.iter().enumerate() {
+        let a: Vec<f64> = (0..3).map(|i| if *single { f64::from(x32[3 * k + i]) } else { x64[3 * k + i] }).collect();
+        if *single {
+            assert_eq!(y32[k], f(&a) as f32, "{name}{a:?}");
+        } else {
+            assert_eq!(y64[k], f(&a), "{name}{a:?}");
+        }
+    }
+    assert_eq!(y32[0], (2f32.powi(-11) + 2f32.powi(-24)), "__nv_fmaf rounds once");
 }

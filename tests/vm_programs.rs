@@ -798,7 +798,7 @@ fn gpu_program(n: i64, dev: i64) -> Exe {
 /// The exported library of [`gpu_program`]: the VMExecutable (0) imports the library (1), which
 /// imports the device module (2) holding `vadd_kernel0`.
 fn gpu_library(n: i64, dev: i64) -> Mod {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = common::source_dir();
     let (key, entry) = if dev == 4 {
         let source = std::fs::read(root.join("tests/fixtures/opencl_kernels.cl")).unwrap();
         let fill2d: common::KernelInfo<'_> =
@@ -857,9 +857,11 @@ fn opencl_kernels_device_copies_and_storage() {
 
 #[test]
 fn cuda_kernels_device_copies_and_storage() {
-    // Loads everywhere; runs where a CUDA driver and GPU are (never on CI).
+    // Loads everywhere; runs where a CUDA driver and GPU are (scripts/gpu-check.sh, also on the
+    // simulator there; TVMRT_REQUIRE_CUDA=1 makes a missing device a failure).
     let exec = gpu_library(1000, 2);
     if !device_exists(2) {
+        assert!(std::env::var("TVMRT_REQUIRE_CUDA").as_deref() != Ok("1"), "TVMRT_REQUIRE_CUDA=1 but no cuda(0)");
         eprintln!("SKIP: no CUDA driver or GPU here (cuda(0).exist == 0); the GPU part needs one");
         return;
     }

@@ -7,12 +7,12 @@
 #![allow(dead_code, reason = "each test binary uses a different part of this support module")]
 
 use super::{blob_c_source, build_shared, out_dir, Blob};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The directory of TVM v0.18's fixtures, or `None` (after printing why) when it is absent;
 /// under `CI=true` an absent directory is a failure.
 pub fn v018_dir() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures-v0.18");
+    let dir = super::shared_dir().join("fixtures-v0.18");
     if dir.join("manifest.json").is_file() {
         return Some(dir);
     }

@@ -16,10 +16,22 @@ use tvm_runtime::ffi::runtime_api as api;
 // ---------------------------------------------------------------------------------------------
 // Fixtures exported by TVM v0.8
 
+/// The repository's root: `TVMRT_SOURCE_DIR` when set (test binaries carried to another
+/// machine, see `scripts/gpu-check.sh`), else the one they were built from.
+pub fn source_dir() -> PathBuf {
+    std::env::var_os("TVMRT_SOURCE_DIR").map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
+}
+
+/// The folder holding `fixtures`, `fixtures-v0.18`, `fixtures-vm`: `TVMRT_SHARED_DIR` when
+/// set, else `../shared` beside the repository.
+pub fn shared_dir() -> PathBuf {
+    std::env::var_os("TVMRT_SHARED_DIR").map_or_else(|| source_dir().join("../shared"), PathBuf::from)
+}
+
 /// The directory of TVM's fixtures, or `None` (after printing why) when it is absent; under
 /// `CI=true` an absent directory is a failure.
 pub fn fixtures_dir() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures");
+    let dir = shared_dir().join("fixtures");
     if dir.join("manifest.json").is_file() {
         return Some(dir);
     }
@@ -137,16 +149,47 @@ pub fn blob_c_source(bytes: &[u8]) -> String {
     s
 }
 
-/// Where generated libraries go.
+/// Where generated libraries go (under `TVMRT_TEST_TMPDIR` when set).
 pub fn out_dir() -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("module-fixtures");
+    let tmp =
+        std::env::var_os("TVMRT_TEST_TMPDIR").map_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")), PathBuf::from);
+    let d = tmp.join("module-fixtures");
     std::fs::create_dir_all(&d).expect("create output directory");
     d
 }
 
+/// With `TVMRT_PTXAS=<ptxas>` (scripts/gpu-check.sh --simulator, with the ptxas of the
+/// `nvidia-cuda-nvcc-cu12` wheel), PTX a test is about to load must be accepted by NVIDIA's
+/// assembler for `TVMRT_PTXAS_ARCH` (default sm_90, an H100), as the runtime hands it to the
+/// driver (libdevice declarations defined): what a real driver's JIT would refuse fails here,
+/// without a GPU. `what` names the module in the failure.
+pub fn ptxas_check(ptx: &str, what: &str) {
+    let Some(ptxas) = std::env::var_os("TVMRT_PTXAS") else { return };
+    let arch = std::env::var("TVMRT_PTXAS_ARCH").unwrap_or_else(|_| "sm_90".into());
+    let text = tvm_runtime::device::cuda::libdevice::define_externs(ptx).unwrap_or_else(|| ptx.to_owned());
+    static SEQ: AtomicUsize = AtomicUsize::new(0);
+    let path =
+        out_dir().join(format!("ptxas-{what}-{}-{}.ptx", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed)));
+    std::fs::write(&path, &text).expect("write PTX");
+    let out = Command::new(&ptxas)
+        .arg(format!("-arch={arch}"))
+        .arg(&path)
+        .arg("-o")
+        .arg(path.with_extension("cubin"))
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", Path::new(&ptxas).display()));
+    assert!(
+        out.status.success(),
+        "ptxas -arch={arch} refuses the PTX of {what} ({}): {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!("ptxas -arch={arch} accepts {what}");
+}
+
 /// The checked-in C source of the test library.
 pub fn testlib_c() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/testlib.c")
+    source_dir().join("tests/fixtures/testlib.c")
 }
 
 /// Compiles a shared library `<name>.so` from `sources` plus extra C text (`extra`, may be

@@ -15,7 +15,7 @@ use tvm_runtime::ffi::runtime_api as api;
 /// The directory of the VM fixtures, or `None` (after printing why); absent under `CI=true` is a
 /// failure.
 pub fn vm_fixtures_dir() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures-vm");
+    let dir = super::shared_dir().join("fixtures-vm");
     if dir.join("manifest.json").is_file() {
         return Some(dir);
     }
@@ -383,7 +383,7 @@ impl Default for Exe {
 
 /// The C file of the test kernels.
 pub fn vm_kernels_c() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/vm_kernels.c")
+    super::source_dir().join("tests/fixtures/vm_kernels.c")
 }
 
 /// The `__tvm_dev_mblob` of an exported VM executable: the `VMExecutable` entry (the code as one

@@ -1,7 +1,7 @@
 """TVM v0.8's mlp2_nvptx.so on CUDA device 0 through ctypes, the way TVM's Python FFI drives
 it (helpers of test_ctypes_ffi.py). On CI the driver is the simulated one of tools/cudasim,
 named by TVM_CUDA_LIBRARY, and the test may not skip; with a real driver it runs unchanged;
-with neither it skips."""
+with neither it skips (fails with TVMRT_REQUIRE_CUDA=1, as in scripts/gpu-check.sh)."""
 import json
 import os
 
@@ -20,6 +20,8 @@ def cuda_exists():
 def require_cuda():
     if cuda_exists():
         return
+    if os.environ.get("TVMRT_REQUIRE_CUDA") == "1":
+        pytest.fail("TVMRT_REQUIRE_CUDA=1 but cuda(0) does not exist")
     if os.environ.get("CI") == "true" and os.environ.get("TVM_CUDA_LIBRARY"):
         pytest.fail("TVM_CUDA_LIBRARY=%s is set under CI but cuda(0) does not exist"
                     % os.environ["TVM_CUDA_LIBRARY"])

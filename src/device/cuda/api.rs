@@ -3,7 +3,7 @@
 //! calling thread before every driver call; a thread-local current device and stream slot;
 //! memory, copies, streams, attributes and per-thread workspace pools.
 
-use super::driver::{self, check, sys, CUcontext, CUdevice, CUdeviceptr, CUresult, CUstream};
+use super::driver::{self, check, check_with, sys, CUcontext, CUdevice, CUdeviceptr, CUresult, CUstream};
 use crate::abi::{DLDataType, DLDevice};
 use crate::device::workspace::{with_local_pool, LocalPool, RawAlloc, WorkspacePool};
 use crate::device::{DeviceApi, CPU, CUDA, CUDA_HOST};
@@ -188,7 +188,9 @@ impl DeviceApi for CudaApi {
             }
             let mut p = std::ptr::null_mut();
             // SAFETY: a context is current; `p` is an out-pointer.
-            check(unsafe { sys::cuMemAllocHost_v2(&mut p, nbytes) })?;
+            check_with(unsafe { sys::cuMemAllocHost_v2(&mut p, nbytes) }, || {
+                format!("cuMemAllocHost of {nbytes} bytes of pinned host memory")
+            })?;
             return Ok(p);
         }
         bind(dev.device_id)?;
@@ -197,7 +199,9 @@ impl DeviceApi for CudaApi {
         }
         let mut p: CUdeviceptr = 0;
         // SAFETY: the device's context is current; `p` is an out-pointer.
-        check(unsafe { sys::cuMemAlloc_v2(&mut p, nbytes) })?;
+        check_with(unsafe { sys::cuMemAlloc_v2(&mut p, nbytes) }, || {
+            format!("cuMemAlloc of {nbytes} bytes on cuda({})", dev.device_id)
+        })?;
         Ok(p as usize as *mut c_void)
     }
 

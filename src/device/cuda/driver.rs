@@ -174,12 +174,52 @@ pub fn error_string(r: CUresult) -> String {
     format!("CUresult {}", r as i32)
 }
 
-/// Runtime-style check: `CUDA: <error string>` (devices.md 7.7).
+/// Runtime-style check: `CUDA: <error string>` (devices.md 7.7), with [`sticky_note`].
 pub fn check(r: CUresult) -> Result<()> {
     if r == CUresult::CUDA_SUCCESS {
         Ok(())
     } else {
-        Err(Error::tvm(format!("CUDA: {}", error_string(r))))
+        Err(Error::tvm(format!("CUDA: {}{}", error_string(r), sticky_note(r))))
+    }
+}
+
+/// For the errors a faulting kernel leaves behind (sticky: the context cannot be used
+/// again), a note saying so, naming the last kernel this thread launched and its device;
+/// otherwise empty.
+pub fn sticky_note(r: CUresult) -> String {
+    use CUresult::*;
+    let sticky = matches!(
+        r,
+        CUDA_ERROR_ILLEGAL_ADDRESS
+            | CUDA_ERROR_LAUNCH_FAILED
+            | CUDA_ERROR_ILLEGAL_INSTRUCTION
+            | CUDA_ERROR_MISALIGNED_ADDRESS
+            | CUDA_ERROR_INVALID_ADDRESS_SPACE
+            | CUDA_ERROR_INVALID_PC
+            | CUDA_ERROR_HARDWARE_STACK_ERROR
+            | CUDA_ERROR_ASSERT
+            | CUDA_ERROR_LAUNCH_TIMEOUT
+    );
+    if !sticky {
+        return String::new();
+    }
+    let last = match super::module::last_kernel() {
+        Some((k, d)) => format!("; the last kernel this thread launched: {k} on cuda({d})"),
+        None => String::new(),
+    };
+    format!(
+        " [{}: a kernel fault, which poisons the CUDA context: every later CUDA call of this process fails{last}]",
+        error_name(r)
+    )
+}
+
+/// [`check`] with what was asked: `CUDA: <error string> (<what>: <name>)`, e.g. the size and
+/// device of an allocation the driver refused.
+pub fn check_with(r: CUresult, what: impl FnOnce() -> String) -> Result<()> {
+    if r == CUresult::CUDA_SUCCESS {
+        Ok(())
+    } else {
+        Err(Error::tvm(format!("CUDA: {} ({}: {}){}", error_string(r), what(), error_name(r), sticky_note(r))))
     }
 }
 
@@ -188,7 +228,7 @@ pub fn check_call(r: CUresult, call: &str) -> Result<()> {
     if r == CUresult::CUDA_SUCCESS {
         Ok(())
     } else {
-        Err(Error::with_kind("CUDAError", format!("{call} failed with error: {}", error_name(r))))
+        Err(Error::with_kind("CUDAError", format!("{call} failed with error: {}{}", error_name(r), sticky_note(r))))
     }
 }
 

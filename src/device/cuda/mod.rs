@@ -5,6 +5,7 @@
 
 pub mod api;
 pub mod driver;
+pub mod libdevice;
 pub mod module;
 
 use crate::module::{blob, Module};

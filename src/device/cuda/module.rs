@@ -5,6 +5,7 @@
 
 use super::api::{self, bind, bind_current, current_stream};
 use super::driver::{self, sys, CUfunction, CUmodule, CUresult};
+use super::libdevice;
 use crate::device::kernel::{self, FunctionMap, KernelSig};
 use crate::error::{Error, Result};
 use crate::function::PackedFunc;
@@ -23,6 +24,9 @@ struct Inner {
     fmap: FunctionMap,
     /// The image with one NUL appended (PTX must be NUL-terminated; harmless for binaries).
     image: Vec<u8>,
+    /// PTX with libdevice declarations defined ([`libdevice::define_externs`]), NUL-terminated:
+    /// what the driver gets instead of `image` when present.
+    jit_image: Option<Vec<u8>>,
     /// `CUmodule` per device id, loaded on first use.
     modules: Mutex<HashMap<i32, usize>>,
 }
@@ -32,17 +36,22 @@ impl Inner {
         &self.image[..self.image.len() - 1]
     }
 
-    /// The module loaded into device `dev` (whose context is current).
-    fn module_for(&self, dev: i32) -> Result<CUmodule> {
+    /// The module loaded into device `dev` (whose context is current); `kernel` (the function
+    /// being called) names what failed in an error.
+    fn module_for(&self, dev: i32, kernel: &str) -> Result<CUmodule> {
         let mut mods = self.modules.lock();
         if let Some(&m) = mods.get(&dev) {
             return Ok(m as CUmodule);
         }
         if let Ok((cc, sm)) = api::compute_capability(dev) {
             if let Some(e) = arch_mismatch(self.data(), sm, &cc) {
-                return Err(Error::with_kind("CUDAError", format!("cuModuleLoadData refused: {e}")));
+                return Err(Error::with_kind(
+                    "CUDAError",
+                    format!("cuModuleLoadData refused the module of kernel {kernel} on cuda({dev}): {e}"),
+                ));
             }
         }
+        let jit = self.jit_image.as_ref().unwrap_or(&self.image);
         let mut m: CUmodule = std::ptr::null_mut();
         // The JIT compiler's error log, kept for the message.
         let mut log = vec![0u8; 4096];
@@ -51,17 +60,28 @@ impl Inner {
         let mut vals = [log.as_mut_ptr().cast::<c_void>(), log.len() as *mut c_void];
         // SAFETY: the device's context is current; the image is NUL-terminated; two options
         // with their values (a buffer and its size in bytes).
-        let r = unsafe {
-            sys::cuModuleLoadDataEx(&mut m, self.image.as_ptr().cast(), 2, opts.as_mut_ptr(), vals.as_mut_ptr())
-        };
+        let r =
+            unsafe { sys::cuModuleLoadDataEx(&mut m, jit.as_ptr().cast(), 2, opts.as_mut_ptr(), vals.as_mut_ptr()) };
         if r != CUresult::CUDA_SUCCESS {
-            let mut msg = format!("cuModuleLoadData failed with error: {}", driver::error_name(r));
+            let mut msg = format!(
+                "cuModuleLoadData of the module of kernel {kernel} on cuda({dev}) failed with error: {}",
+                driver::error_name(r)
+            );
             if let Ok((cc, sm)) = api::compute_capability(dev) {
                 let archs = image_archs(self.data());
                 if !archs.is_empty() {
                     msg += &format!(
                         " (the module holds code for {}; device {dev} is sm_{sm}, compute capability {cc})",
                         describe(&archs)
+                    );
+                }
+            }
+            if let Ok(text) = std::str::from_utf8(&jit[..jit.len() - 1]) {
+                let missing = libdevice::unresolved(text);
+                if !missing.is_empty() {
+                    msg += &format!(
+                        " (the PTX calls libdevice's {} without a definition: export it with libdevice linked in)",
+                        missing.join(", ")
                     );
                 }
             }
@@ -97,9 +117,14 @@ pub struct CudaModule {
 impl CudaModule {
     /// A module from its payload fields (no driver needed).
     pub fn new(fmt: String, fmap: FunctionMap, data: Vec<u8>) -> CudaModule {
+        let jit_image = std::str::from_utf8(&data).ok().and_then(libdevice::define_externs).map(|t| {
+            let mut v = t.into_bytes();
+            v.push(0);
+            v
+        });
         let mut image = data;
         image.push(0);
-        CudaModule { inner: Arc::new(Inner { fmt, fmap, image, modules: Mutex::new(HashMap::new()) }) }
+        CudaModule { inner: Arc::new(Inner { fmt, fmap, image, jit_image, modules: Mutex::new(HashMap::new()) }) }
     }
 
     /// `runtime.module.loadbinary_cuda`: `fmt`, function map, image.
@@ -171,7 +196,7 @@ fn launch(inner: &Inner, funcs: &Mutex<HashMap<i32, usize>>, sig: &KernelSig, ar
         match funcs.get(&dev) {
             Some(&f) => f as CUfunction,
             None => {
-                let m = inner.module_for(dev)?;
+                let m = inner.module_for(dev, &sig.name)?;
                 let name = CString::new(sig.name.as_str()).map_err(|_| Error::value("kernel name contains NUL"))?;
                 let mut f: CUfunction = std::ptr::null_mut();
                 // SAFETY: a module loaded into the current context; NUL-terminated name.
@@ -204,10 +229,35 @@ fn launch(inner: &Inner, funcs: &Mutex<HashMap<i32, usize>>, sig: &KernelSig, ar
             std::ptr::null_mut(),
         )
     };
-    if r == CUresult::CUDA_SUCCESS || driver::is_deinitialized(r) {
+    if r == CUresult::CUDA_SUCCESS {
+        LAST_KERNEL.with(|l| {
+            let mut l = l.borrow_mut();
+            if l.0 != sig.name {
+                l.0.clear();
+                l.0.push_str(&sig.name);
+            }
+            l.1 = dev;
+        });
         return Ok(());
     }
-    Err(Error::tvm(launch_error(&driver::error_name(r), &d, &sig.name)))
+    if driver::is_deinitialized(r) {
+        return Ok(());
+    }
+    Err(Error::tvm(launch_error(&driver::error_name(r), &d, &sig.name) + &driver::sticky_note(r)))
+}
+
+thread_local! {
+    /// The kernel this thread last launched, and on which device (for the message of a fault
+    /// that shows at a later synchronisation).
+    static LAST_KERNEL: std::cell::RefCell<(String, i32)> = const { std::cell::RefCell::new((String::new(), 0)) };
+}
+
+/// The kernel this thread last launched and its device, if any.
+pub fn last_kernel() -> Option<(String, i32)> {
+    LAST_KERNEL.with(|l| {
+        let l = l.borrow();
+        (!l.0.is_empty()).then(|| l.clone())
+    })
 }
 
 /// The launch error text of devices.md 7.7 (without the PTX source).
@@ -226,7 +276,7 @@ fn prepare_global_barrier(inner: &Inner, ptrs: &Mutex<HashMap<i32, u64>>) -> Res
     let p = match ptrs.get(&dev) {
         Some(&p) => p,
         None => {
-            let m = inner.module_for(dev)?;
+            let m = inner.module_for(dev, "__tvm_prepare_global_barrier")?;
             let (mut p, mut size) = (0u64, 0usize);
             let name = c"__tvm_global_barrier_state";
             // SAFETY: a loaded module; out-pointers; NUL-terminated name.

@@ -19,12 +19,12 @@ fn one(body: &str, n: usize) -> Vec<u64> {
 
 /// `st.global.u32 [out + 8k], reg` lines for 32-bit registers.
 fn st32(regs: &[&str]) -> String {
-    regs.iter().enumerate().map(|(k, r)| format!("st.global.u32 [%rd0+{}], {r};\n", 8 * k)).collect()
+    regs.iter().enumerate().map(|(k, r)| format!("st.global.b32 [%rd0+{}], {r};\n", 8 * k)).collect()
 }
 
 /// The same for 64-bit registers.
 fn st64(regs: &[&str]) -> String {
-    regs.iter().enumerate().map(|(k, r)| format!("st.global.u64 [%rd0+{}], {r};\n", 8 * k)).collect()
+    regs.iter().enumerate().map(|(k, r)| format!("st.global.b64 [%rd0+{}], {r};\n", 8 * k)).collect()
 }
 
 fn f32s(v: &[u64]) -> Vec<f32> {
@@ -466,7 +466,7 @@ fn memory_spaces() {
         vec![(&mut slots[0] as *mut u64).cast(), (&mut slots[1] as *mut u64).cast(), pair.as_mut_ptr().cast()];
     // SAFETY: one pointer per parameter, each to the parameter's bytes.
     let r = unsafe {
-        cudasim::driver::cuLaunchKernel(
+        drv::cuLaunchKernel(
             m.func("k"),
             1,
             1,

@@ -9,7 +9,11 @@ use common::*;
 /// `.version` to its NUL), or `None` (skip) when the fixtures are absent; under `CI=true` an
 /// absent fixture is a failure.
 fn tvm_ptx() -> Option<String> {
-    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/mlp2_nvptx.so");
+    let shared = std::env::var_os("TVMRT_SHARED_DIR").map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared"),
+        std::path::PathBuf::from,
+    );
+    let p = shared.join("fixtures/mlp2_nvptx.so");
     let Ok(bytes) = std::fs::read(&p) else {
         assert!(std::env::var("CI").as_deref() != Ok("true"), "fixture {} missing (required under CI)", p.display());
         println!("SKIP: fixture {} not found", p.display());
@@ -17,7 +21,37 @@ fn tvm_ptx() -> Option<String> {
     };
     let start = bytes.windows(8).position(|w| w == b".version").expect("PTX in the library");
     let end = start + bytes[start..].iter().position(|&b| b == 0).expect("NUL-terminated");
-    Some(String::from_utf8(bytes[start..end].to_vec()).expect("PTX is text"))
+    let ptx = String::from_utf8(bytes[start..end].to_vec()).expect("PTX is text");
+    Some(if simulated() { ptx } else { define_fmaf(&ptx) })
+}
+
+/// The PTX with libdevice's `__nv_fmaf` defined instead of declared `.extern`: a real driver
+/// has no libdevice to resolve it from (the simulator implements it natively).
+fn define_fmaf(ptx: &str) -> String {
+    let decl = ".extern .func  (.param .b32 func_retval0) __nv_fmaf";
+    let start = ptx.find(decl).expect("the __nv_fmaf declaration");
+    let end = start + ptx[start..].find(';').expect("its end");
+    let def = ".func (.param .b32 func_retval0) __nv_fmaf(.param .b32 a, .param .b32 b, .param .b32 c)\n{\n\
+        \t.reg .f32 %t<4>;\n\tld.param.f32 %t0, [a];\n\tld.param.f32 %t1, [b];\n\tld.param.f32 %t2, [c];\n\
+        \tfma.rn.f32 %t3, %t0, %t1, %t2;\n\tst.param.f32 [func_retval0+0], %t3;\n\tret;\n}";
+    format!("{}{def}{}", &ptx[..start], &ptx[end + 1..])
+}
+
+#[test]
+fn fmaf_definition_runs_like_the_native_one() {
+    // The rewrite used on a real driver, checked here on the simulator's PTX interpreter.
+    let Some(ptx) = tvm_ptx() else { return };
+    // (On another driver `tvm_ptx` has made the rewrite already.)
+    let defined = if simulated() { define_fmaf(&ptx) } else { ptx };
+    assert!(!defined.contains(".extern"), "declaration replaced");
+    setup(0);
+    let m = load(&defined);
+    let (n_in, n_out) = (128, 10);
+    let (x, w, b) = (values(n_in, 7), values(n_in * n_out, 8), values(n_out, 9));
+    let (dx, dw, db, dy) = (Buf::from(&x), Buf::from(&w), Buf::from(&b), Buf::new(n_out * 4));
+    let f = m.func("tvmgen_default_fused_nn_dense_add_kernel0");
+    ok(launch(f, [n_out as u32, 1, 1], [64, 1, 1], 0, &[P::U64(dx.0), P::U64(dw.0), P::U64(dy.0), P::U64(db.0)]));
+    close(&dy.read::<f32>(n_out), &dense(&x, &w, &b, n_in, false));
 }
 
 fn dense(x: &[f32], w: &[f32], b: &[f32], n_in: usize, relu: bool) -> Vec<f32> {

@@ -1,12 +1,91 @@
 //! Driving the simulator through its driver entry points, as a CUDA program would: a context
 //! on device 0 (two devices are configured), modules from PTX text, device buffers, launches
 //! with parameters passed by address.
+//!
+//! `CUDASIM_TEST_DRIVER=<library>` runs the same calls on another driver, opened at run time
+//! (NVIDIA's `libcuda.so.1` on a GPU machine, `scripts/gpu-check.sh`): the kernel tests then
+//! check a real GPU against the same expected results.
 #![allow(dead_code, reason = "each test binary uses a different part")]
 
 use cudasim::driver::errors::*;
-use cudasim::driver::*;
 use std::ffi::{c_void, CString};
-use std::sync::Once;
+use std::sync::{Once, OnceLock};
+
+/// The driver named by `CUDASIM_TEST_DRIVER`, opened once (a `dlopen` handle), or `None`: the
+/// simulator linked into the test.
+fn external() -> Option<usize> {
+    static LIB: OnceLock<Option<usize>> = OnceLock::new();
+    *LIB.get_or_init(|| {
+        let path = std::env::var("CUDASIM_TEST_DRIVER").ok().filter(|p| !p.is_empty())?;
+        let c = CString::new(path.clone()).unwrap();
+        // SAFETY: a valid C string; the handle is kept for the process's life.
+        let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+        assert!(!h.is_null(), "CUDASIM_TEST_DRIVER={path} cannot be opened");
+        Some(h as usize)
+    })
+}
+
+/// Whether the tests run on the simulator (no `CUDASIM_TEST_DRIVER`).
+pub fn simulated() -> bool {
+    external().is_none()
+}
+
+/// The driver entry points the tests call: each goes to the simulator or, with
+/// `CUDASIM_TEST_DRIVER`, to the same symbol of that library.
+macro_rules! entry_points {
+    ($($name:ident($($a:ident: $t:ty),*);)*) => {$(
+        /// The driver's entry point of this name (see [`external`]).
+        ///
+        /// # Safety
+        /// As the driver API documents for this call.
+        pub unsafe fn $name($($a: $t),*) -> CUresult {
+            match external() {
+                Some(h) => {
+                    let sym = CString::new(stringify!($name)).unwrap();
+                    // SAFETY: a live handle and a C string.
+                    let p = unsafe { libc::dlsym(h as *mut c_void, sym.as_ptr()) };
+                    assert!(!p.is_null(), "the driver lacks {}", stringify!($name));
+                    // SAFETY: the symbol is the driver API function of this name, whose C
+                    // prototype these parameter types spell.
+                    let f: unsafe extern "C" fn($($t),*) -> CUresult = unsafe { std::mem::transmute(p) };
+                    // SAFETY: the caller's contract.
+                    unsafe { f($($a),*) }
+                }
+                // SAFETY: the caller's contract.
+                None => unsafe { cudasim::driver::$name($($a),*) },
+            }
+        }
+    )*};
+}
+
+/// The entry points through [`external`] (used by the helpers below and the kernel tests;
+/// the simulator-only tests call `cudasim::driver` directly).
+#[allow(non_snake_case, clippy::too_many_arguments, reason = "the driver API's names and prototypes")]
+pub mod drv {
+    use super::{external, CUresult};
+    use std::ffi::{c_char, c_int, c_uint, c_void, CString};
+
+    entry_points! {
+        cuInit(flags: c_uint);
+        cuDevicePrimaryCtxRetain(ctx: *mut *mut c_void, d: c_int);
+        cuCtxSetCurrent(ctx: *mut c_void);
+        cuCtxSynchronize();
+        cuMemAlloc_v2(p: *mut u64, n: usize);
+        cuMemFree_v2(p: u64);
+        cuMemcpyHtoD_v2(dst: u64, src: *const c_void, n: usize);
+        cuMemcpyDtoH_v2(dst: *mut c_void, src: u64, n: usize);
+        cuMemsetD32_v2(dst: u64, v: u32, n: usize);
+        cuModuleLoadDataEx(m: *mut *mut c_void, image: *const c_void, n: c_uint, opts: *mut c_int, vals: *mut *mut c_void);
+        cuModuleUnload(m: *mut c_void);
+        cuModuleGetFunction(f: *mut *mut c_void, m: *mut c_void, name: *const c_char);
+        cuModuleGetGlobal_v2(p: *mut u64, bytes: *mut usize, m: *mut c_void, name: *const c_char);
+        cuLaunchKernel(
+            f: *mut c_void, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint,
+            shared: c_uint, stream: *mut c_void, params: *mut *mut c_void, extra: *mut *mut c_void
+        );
+    }
+}
+use drv::*;
 
 /// Panics with the result's name unless it is `CUDA_SUCCESS`.
 #[track_caller]
@@ -43,6 +122,33 @@ pub fn setup(dev: i32) {
 /// A loaded module.
 pub struct Module(pub *mut c_void);
 
+/// With `TVMRT_PTXAS=<ptxas>` (scripts/gpu-check.sh --simulator), PTX the kernel tests load
+/// must be accepted by NVIDIA's assembler for `TVMRT_PTXAS_ARCH` (default sm_90), as a real
+/// driver's JIT would have to; PTX with `.extern` functions (libdevice, resolved by whoever
+/// loads it) is assembled as relocatable code (`-c`).
+pub fn ptxas_check(ptx: &str) {
+    let Some(ptxas) = std::env::var_os("TVMRT_PTXAS") else { return };
+    let arch = std::env::var("TVMRT_PTXAS_ARCH").unwrap_or_else(|_| "sm_90".into());
+    static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::var_os("TVMRT_TEST_TMPDIR").map_or_else(std::env::temp_dir, std::path::PathBuf::from);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("cudasim-ptxas-{}-{n}.ptx", std::process::id()));
+    std::fs::write(&path, ptx).unwrap();
+    let mut cmd = std::process::Command::new(&ptxas);
+    cmd.arg(format!("-arch={arch}")).arg(&path).arg("-o").arg(path.with_extension("cubin"));
+    if ptx.contains(".extern .func") {
+        cmd.arg("-c");
+    }
+    let out = cmd.output().unwrap_or_else(|e| panic!("running ptxas: {e}"));
+    assert!(
+        out.status.success(),
+        "ptxas -arch={arch} refuses {}: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Loads PTX into the current context; the error and JIT log on failure.
 pub fn try_load(ptx: &str) -> Result<Module, (CUresult, String)> {
     let text = CString::new(ptx).unwrap();
@@ -63,6 +169,7 @@ pub fn try_load(ptx: &str) -> Result<Module, (CUresult, String)> {
 /// Loads PTX, panicking with the log on failure.
 #[track_caller]
 pub fn load(ptx: &str) -> Module {
+    ptxas_check(ptx);
     try_load(ptx).unwrap_or_else(|(r, log)| panic!("load failed with {}: {log}", name(r)))
 }
 
