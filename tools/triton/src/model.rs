@@ -1,0 +1,195 @@
+//! A loaded export and the executors made from it: graph executor factories, AOT executor
+//! factories and Relay VM executables behind one interface (as `tvmrt` runs them).
+//!
+//! The export is loaded once per model; every instance makes its own executor from that one
+//! module. Graph executors use the factory's parameter arrays in place (one copy of the weights
+//! whatever the instance count) and the VM reads the executable's constants; the AOT executor
+//! copies the factory's params into its own inputs, as TVM's does.
+
+use std::path::Path;
+use tvm_rt::{AllocatorKind, AotExecutor, DataType, Device, GraphExecutor, Module, NDArray, VirtualMachine};
+
+/// What kind of export a module is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A graph executor factory (`relay.build` + `export_library`, TVM v0.8-v0.19).
+    Graph,
+    /// An AOT executor factory (`executor=Executor("aot")`, TVM v0.9+).
+    Aot,
+    /// A Relay VM executable (`relay.vm.compile`).
+    Vm,
+}
+
+impl Kind {
+    /// The kind's name in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Graph => "graph executor factory",
+            Kind::Aot => "AOT executor factory",
+            Kind::Vm => "Relay VM executable",
+        }
+    }
+}
+
+/// An input or output as the model records it (the VM records input names only).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorDesc {
+    /// The name (outputs: the producing node's, informative only).
+    pub name: String,
+    /// The element type, where recorded.
+    pub dtype: Option<DataType>,
+    /// The shape, where recorded.
+    pub shape: Option<Vec<i64>>,
+}
+
+/// The inputs and outputs of a model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelIo {
+    /// The inputs, in the model's order.
+    pub inputs: Vec<TensorDesc>,
+    /// The outputs (`None`: not recorded, Relay VM).
+    pub outputs: Option<Vec<TensorDesc>>,
+}
+
+/// A loaded export.
+pub struct Model {
+    module: Module,
+    kind: Kind,
+    io: ModelIo,
+    vm_function: String,
+}
+
+fn desc(t: &tvm_rt::TensorInfo) -> TensorDesc {
+    TensorDesc { name: t.name.clone(), dtype: Some(t.dtype), shape: Some(t.shape.clone()) }
+}
+
+impl Model {
+    /// Loads the export at `path`; `vm_function` is the entry function of a VM executable.
+    pub fn load(path: &Path, vm_function: &str) -> Result<Model, String> {
+        if !path.is_file() {
+            return Err(format!("{}: no such file (the model's export, default_model_filename)", path.display()));
+        }
+        let module = Module::load(path).map_err(|e| format!("{}: cannot load the export: {e}", path.display()))?;
+        Model::from_module(module, vm_function).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// A model from a loaded module.
+    pub fn from_module(module: Module, vm_function: &str) -> Result<Model, String> {
+        let (kind, io) = if let Some(info) = module.factory_info() {
+            let info = info.map_err(|e| e.to_string())?;
+            let g = info.graph;
+            (
+                Kind::Graph,
+                ModelIo {
+                    inputs: g.inputs.iter().map(desc).collect(),
+                    outputs: Some(g.outputs.iter().map(desc).collect()),
+                },
+            )
+        } else if let Some(info) = module.aot_info() {
+            let info = info.map_err(|e| e.to_string())?;
+            (
+                Kind::Aot,
+                ModelIo {
+                    inputs: info.inputs.iter().map(desc).collect(),
+                    outputs: Some(info.outputs.iter().map(desc).collect()),
+                },
+            )
+        } else if let Some(info) = module.vm_info() {
+            let f = info.function(vm_function).ok_or_else(|| {
+                let names: Vec<&str> = info.functions.iter().map(|f| f.name.as_str()).collect();
+                format!(
+                    "the Relay VM executable has no function {vm_function:?} (its functions: {}); name one with \
+                     parameters {{ key: \"function\" value: {{ string_value: \"...\" }} }}",
+                    names.join(", ")
+                )
+            })?;
+            let inputs = f.params.iter().map(|n| TensorDesc { name: n.clone(), dtype: None, shape: None }).collect();
+            (Kind::Vm, ModelIo { inputs, outputs: None })
+        } else {
+            return Err(format!(
+                "a {} module is no model this backend runs (expected a graph executor factory, an AOT executor \
+                 factory or a Relay VM executable, as TVM's export_library writes them)",
+                module.type_key()
+            ));
+        };
+        Ok(Model { module, kind, io, vm_function: vm_function.to_owned() })
+    }
+
+    /// The kind of export.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// Its inputs and outputs.
+    pub fn io(&self) -> &ModelIo {
+        &self.io
+    }
+
+    /// The fixed first dimension of every input (the batch the model was built for), if the
+    /// model records its shapes and they agree; `None` for a VM (symbolic shapes).
+    pub fn fixed_batch(&self) -> Option<i64> {
+        let mut firsts = self.io.inputs.iter().map(|t| t.shape.as_ref().and_then(|s| s.first().copied()));
+        let first = firsts.next()??;
+        firsts.all(|f| f == Some(first)).then_some(first)
+    }
+
+    /// A new executor on `dev`.
+    pub fn executor(&self, dev: Device) -> Result<Executor, String> {
+        let e = match self.kind {
+            Kind::Graph => Runner::Graph(Box::new(GraphExecutor::from_factory(&self.module, &[dev]).map_err(s)?)),
+            Kind::Aot => Runner::Aot(Box::new(AotExecutor::from_factory(&self.module, &[dev]).map_err(s)?)),
+            Kind::Vm => {
+                Runner::Vm(Box::new(VirtualMachine::new(&self.module, &[dev], AllocatorKind::Pooled).map_err(s)?))
+            }
+        };
+        Ok(Executor {
+            runner: e,
+            names: self.io.inputs.iter().map(|t| t.name.clone()).collect(),
+            func: self.vm_function.clone(),
+        })
+    }
+}
+
+fn s(e: tvm_rt::Error) -> String {
+    e.to_string()
+}
+
+enum Runner {
+    Graph(Box<GraphExecutor>),
+    Aot(Box<AotExecutor>),
+    Vm(Box<VirtualMachine>),
+}
+
+/// One instance's executor.
+pub struct Executor {
+    runner: Runner,
+    names: Vec<String>,
+    func: String,
+}
+
+impl Executor {
+    /// Runs the model on `inputs` (in the model's input order) and returns its outputs, copied
+    /// out (a VM's tuple result flattened depth first).
+    pub fn run(&mut self, inputs: &[NDArray]) -> Result<Vec<NDArray>, String> {
+        if inputs.len() != self.names.len() {
+            return Err(format!("the model takes {} inputs, got {}", self.names.len(), inputs.len()));
+        }
+        match &mut self.runner {
+            Runner::Graph(e) => {
+                for (n, a) in self.names.iter().zip(inputs) {
+                    e.set_input(n.as_str(), a).map_err(s)?;
+                }
+                e.run().map_err(s)?;
+                (0..e.num_outputs()).map(|i| e.get_output(i).map_err(s)).collect()
+            }
+            Runner::Aot(e) => {
+                for (n, a) in self.names.iter().zip(inputs) {
+                    e.set_input(n.as_str(), a).map_err(s)?;
+                }
+                e.run().map_err(s)?;
+                (0..e.num_outputs()).map(|i| e.get_output(i).map_err(s)).collect()
+            }
+            Runner::Vm(vm) => vm.run(&self.func, inputs).map_err(s),
+        }
+    }
+}
