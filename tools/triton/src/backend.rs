@@ -102,9 +102,12 @@ fn message_json(msg: *mut ffi::TRITONSERVER_Message, owned: bool) -> Res<serde_j
     // SAFETY: `msg` is a live message; the out-params are valid.
     let r = check(unsafe { ffi::TRITONSERVER_MessageSerializeToJson(msg, &mut base, &mut len) }, "reading a message");
     let parsed = r.and_then(|()| {
-        // SAFETY: Triton returned `len` bytes at `base`, valid while `msg` lives.
-        let bytes =
-            if base.is_null() { &[][..] } else { unsafe { std::slice::from_raw_parts(base.cast::<u8>(), len) } };
+        let bytes = if base.is_null() {
+            &[][..]
+        } else {
+            // SAFETY: Triton returned `len` bytes at `base`, valid while `msg` lives.
+            unsafe { std::slice::from_raw_parts(base.cast::<u8>(), len) }
+        };
         serde_json::from_slice(bytes).map_err(|e| fail(ffi::ERROR_INTERNAL, format!("message JSON: {e}")))
     });
     if owned {
@@ -244,10 +247,9 @@ fn model_initialize(model: *mut TModel) -> Res<()> {
             let text = done.to_string();
             let mut msg = std::ptr::null_mut();
             // SAFETY: `text` is valid for the call (Triton copies it); valid out-param.
-            check(
-                unsafe { ffi::TRITONSERVER_MessageNewFromSerializedJson(&mut msg, text.as_ptr().cast(), text.len()) },
-                "MessageNewFromSerializedJson",
-            )?;
+            let err =
+                unsafe { ffi::TRITONSERVER_MessageNewFromSerializedJson(&mut msg, text.as_ptr().cast(), text.len()) };
+            check(err, "MessageNewFromSerializedJson")?;
             // SAFETY: live model and message; Triton does not take the message.
             let r = check(unsafe { ffi::TRITONBACKEND_ModelSetConfig(model, 1, msg) }, "ModelSetConfig");
             // SAFETY: ours, done with it.
@@ -392,20 +394,18 @@ fn read_inputs(req: *mut Request) -> Res<Vec<InputTensor>> {
         let (mut name, mut dtype, mut shape, mut dims) = (std::ptr::null(), 0u32, std::ptr::null(), 0u32);
         let (mut bytes, mut buffers) = (0u64, 0u32);
         // SAFETY: live input; valid out-params.
-        check(
-            unsafe {
-                ffi::TRITONBACKEND_InputProperties(
-                    input,
-                    &mut name,
-                    &mut dtype,
-                    &mut shape,
-                    &mut dims,
-                    &mut bytes,
-                    &mut buffers,
-                )
-            },
-            "InputProperties",
-        )?;
+        let err = unsafe {
+            ffi::TRITONBACKEND_InputProperties(
+                input,
+                &mut name,
+                &mut dtype,
+                &mut shape,
+                &mut dims,
+                &mut bytes,
+                &mut buffers,
+            )
+        };
+        check(err, "InputProperties")?;
         // SAFETY: Triton's string, valid while the request lives.
         let name = unsafe { cstr(name) };
         let shape = if shape.is_null() || dims == 0 {
@@ -418,10 +418,8 @@ fn read_inputs(req: *mut Request) -> Res<Vec<InputTensor>> {
         for b in 0..buffers {
             let (mut ptr, mut len, mut mem, mut mem_id) = (std::ptr::null(), 0u64, ffi::MEMORY_CPU, 0i64);
             // SAFETY: live input, index in range; valid out-params (the memory type asks for CPU).
-            check(
-                unsafe { ffi::TRITONBACKEND_InputBuffer(input, b, &mut ptr, &mut len, &mut mem, &mut mem_id) },
-                "InputBuffer",
-            )?;
+            let err = unsafe { ffi::TRITONBACKEND_InputBuffer(input, b, &mut ptr, &mut len, &mut mem, &mut mem_id) };
+            check(err, "InputBuffer")?;
             if mem != ffi::MEMORY_CPU && mem != ffi::MEMORY_CPU_PINNED {
                 return Err(invalid(format!(
                     "input {name:?}: buffer {b} is in GPU memory; this backend reads CPU memory"
@@ -463,25 +461,15 @@ fn fill_response(resp: *mut ffi::TRITONBACKEND_Response, req: *mut Request, outc
         let mut output = std::ptr::null_mut();
         let dims = u32::try_from(o.shape.len()).map_err(|_| invalid("too many dimensions"))?;
         // SAFETY: live response; the name and shape are valid for the call (Triton copies them).
-        check(
-            unsafe {
-                ffi::TRITONBACKEND_ResponseOutput(
-                    resp,
-                    &mut output,
-                    cname.as_ptr(),
-                    o.dtype.code,
-                    o.shape.as_ptr(),
-                    dims,
-                )
-            },
-            "ResponseOutput",
-        )?;
+        let err = unsafe {
+            ffi::TRITONBACKEND_ResponseOutput(resp, &mut output, cname.as_ptr(), o.dtype.code, o.shape.as_ptr(), dims)
+        };
+        check(err, "ResponseOutput")?;
         let (mut buf, mut mem, mut mem_id) = (std::ptr::null_mut(), ffi::MEMORY_CPU, 0i64);
         // SAFETY: live output; we ask for CPU memory of the output's size.
-        check(
-            unsafe { ffi::TRITONBACKEND_OutputBuffer(output, &mut buf, o.data.len() as u64, &mut mem, &mut mem_id) },
-            "OutputBuffer",
-        )?;
+        let err =
+            unsafe { ffi::TRITONBACKEND_OutputBuffer(output, &mut buf, o.data.len() as u64, &mut mem, &mut mem_id) };
+        check(err, "OutputBuffer")?;
         if mem != ffi::MEMORY_CPU && mem != ffi::MEMORY_CPU_PINNED {
             return Err(fail(ffi::ERROR_UNSUPPORTED, format!("output {name:?}: Triton gave GPU memory")));
         }

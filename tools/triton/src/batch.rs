@@ -276,3 +276,126 @@ pub fn execute(
     }
     (out.into_iter().map(|o| o.unwrap_or_else(|| Err("not run".into()))).collect(), stats)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::tests::fixture;
+    use serde_json::json;
+
+    /// An `.npy` file of float32 as (shape, bytes).
+    fn npy(rel: &str) -> Option<(Vec<i64>, Vec<u8>)> {
+        let p = fixture(rel)?;
+        let f = npyz::NpyFile::new(std::fs::File::open(p).unwrap()).unwrap();
+        let shape = f.shape().iter().map(|&d| d as i64).collect();
+        let v: Vec<f32> = f.into_vec().unwrap();
+        Some((shape, v.iter().flat_map(|x| x.to_le_bytes()).collect()))
+    }
+
+    fn floats(b: &[u8]) -> Vec<f32> {
+        b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+    }
+
+    fn close(got: &[u8], want: &[u8]) {
+        let (g, w) = (floats(got), floats(want));
+        assert_eq!(g.len(), w.len());
+        for (a, b) in g.iter().zip(&w) {
+            assert!((a - b).abs() <= 1e-5 + 1e-5 * b.abs(), "{a} vs {b}");
+        }
+    }
+
+    fn input(name: &str, shape: Vec<i64>, data: Vec<u8>) -> InputTensor {
+        InputTensor { name: name.into(), dtype: 11, shape, data }
+    }
+
+    #[test]
+    fn a_symbolic_batch_runs_gathered_requests_in_one_call() {
+        let Some(path) = fixture("fixtures-vm/vm_dyn_batch.so") else { return };
+        let model = Model::load(&path, "main").unwrap();
+        let name = model.io().inputs[0].name.clone();
+        let cfg = ModelConfig::parse(&json!({"max_batch_size": 16,
+            "input": [{"name": name, "data_type": "TYPE_FP32", "dims": [784]}],
+            "output": [{"name": "output_0", "data_type": "TYPE_FP32", "dims": [10]}]}))
+        .unwrap();
+        cfg.check(model.io()).unwrap();
+        let mut exec = model.executor(Device::cpu()).unwrap();
+        let (Some(i0), Some(o0)) =
+            (npy("fixtures-vm/vm_dyn_batch.run0.input0.npy"), npy("fixtures-vm/vm_dyn_batch.run0.output0.npy"))
+        else {
+            return;
+        };
+        let (Some(i1), Some(o1)) =
+            (npy("fixtures-vm/vm_dyn_batch.run1.input0.npy"), npy("fixtures-vm/vm_dyn_batch.run1.output0.npy"))
+        else {
+            return;
+        };
+        let reqs = vec![
+            vec![input(&name, i0.0.clone(), i0.1.clone())],
+            vec![input(&name, vec![2, 784], vec![0; 8])], // wrong size: its own error
+            vec![input(&name, i1.0.clone(), i1.1.clone())],
+        ];
+        let (out, runs) = execute(&model, &cfg, &mut exec, &reqs);
+        assert_eq!(runs, Runs { runs: 1, samples: 6 });
+        let r0 = out[0].as_ref().unwrap();
+        assert_eq!(r0[0].shape, vec![1, 10]);
+        close(&r0[0].data, &o0.1);
+        assert!(out[1].as_ref().unwrap_err().contains("bytes"), "{:?}", out[1]);
+        let r2 = out[2].as_ref().unwrap();
+        assert_eq!(r2[0].shape, vec![5, 10]);
+        close(&r2[0].data, &o1.1);
+    }
+
+    #[test]
+    fn a_batch_one_model_runs_larger_batches_sample_by_sample() {
+        let Some(path) = fixture("fixtures/mlp2.so") else { return };
+        let model = Model::load(&path, "main").unwrap();
+        let cfg = ModelConfig::parse(&json!({"max_batch_size": 4,
+            "input": [{"name": "data", "data_type": "TYPE_FP32", "dims": [784]}],
+            "output": [{"name": "output_0", "data_type": "TYPE_FP32", "dims": [10]}]}))
+        .unwrap();
+        cfg.check(model.io()).unwrap();
+        let mut exec = model.executor(Device::cpu()).unwrap();
+        let (Some(x), Some(y)) = (npy("fixtures/mlp2.input.data.npy"), npy("fixtures/mlp2.output.0.npy")) else {
+            return;
+        };
+        let three: Vec<u8> = x.1.iter().chain(&x.1).chain(&x.1).copied().collect();
+        let reqs = vec![
+            vec![input("data", vec![3, 784], three)],
+            vec![input("data", vec![1, 784], x.1.clone())],
+            vec![input("data", vec![5, 784], vec![0; 5 * 784 * 4])], // over max_batch_size
+            vec![InputTensor { name: "data".into(), dtype: 12, shape: vec![1, 784], data: vec![0; 784 * 8] }],
+            vec![input("image", vec![1, 784], x.1.clone())],
+            vec![],
+        ];
+        let (out, runs) = execute(&model, &cfg, &mut exec, &reqs);
+        assert_eq!(runs, Runs { runs: 4, samples: 4 });
+        let r0 = out[0].as_ref().unwrap();
+        assert_eq!(r0[0].shape, vec![3, 10]);
+        let want: Vec<u8> = y.1.iter().chain(&y.1).chain(&y.1).copied().collect();
+        close(&r0[0].data, &want);
+        close(&out[1].as_ref().unwrap()[0].data, &y.1);
+        assert!(out[2].as_ref().unwrap_err().contains("batch 5"), "{:?}", out[2]);
+        assert!(out[3].as_ref().unwrap_err().contains("TYPE_FP64"), "{:?}", out[3]);
+        assert!(out[4].as_ref().unwrap_err().contains("unexpected input \"image\""), "{:?}", out[4]);
+        assert!(out[5].as_ref().unwrap_err().contains("missing"), "{:?}", out[5]);
+    }
+
+    #[test]
+    fn without_batching_each_request_is_one_run_of_its_own_shape() {
+        let Some(path) = fixture("fixtures-v0.18/aot_mlp.so") else { return };
+        let model = Model::load(&path, "main").unwrap();
+        let cfg = ModelConfig::parse(&crate::config::auto_complete(&json!({}), model.io()).unwrap().unwrap()).unwrap();
+        let mut exec = model.executor(Device::cpu()).unwrap();
+        let (Some(x), Some(y)) =
+            (npy("fixtures-v0.18/aot_mlp.input.data.npy"), npy("fixtures-v0.18/aot_mlp.output.0.npy"))
+        else {
+            return;
+        };
+        let reqs = vec![vec![input("data", x.0.clone(), x.1.clone())]; 2];
+        let (out, runs) = execute(&model, &cfg, &mut exec, &reqs);
+        assert_eq!(runs, Runs { runs: 2, samples: 2 });
+        for o in &out {
+            close(&o.as_ref().unwrap()[0].data, &y.1);
+        }
+    }
+}

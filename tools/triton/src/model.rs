@@ -193,3 +193,57 @@ impl Executor {
         }
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A fixture's path, or `None` (skip) when the shared fixtures are absent (fails under CI).
+    pub(crate) fn fixture(rel: &str) -> Option<std::path::PathBuf> {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared").join(rel);
+        if p.exists() {
+            return Some(p);
+        }
+        assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "fixture {} missing", p.display());
+        eprintln!("SKIP: {} not found", p.display());
+        None
+    }
+
+    #[test]
+    fn every_kind_loads_with_its_inputs_and_outputs() {
+        let Some(graph) = fixture("fixtures/mlp.so") else { return };
+        let m = Model::load(&graph, "main").unwrap();
+        assert_eq!(m.kind(), Kind::Graph);
+        assert_eq!(m.io().inputs[0].name, "data");
+        assert_eq!(m.io().inputs[0].shape.as_deref(), Some(&[1, 1, 28, 28][..]));
+        assert_eq!(m.fixed_batch(), Some(1));
+        let Some(aot) = fixture("fixtures-v0.18/aot_mlp.so") else { return };
+        let m = Model::load(&aot, "main").unwrap();
+        assert_eq!(m.kind(), Kind::Aot);
+        assert_eq!(m.io().outputs.as_ref().map(Vec::len), Some(1));
+        let Some(vm) = fixture("fixtures-vm/vm_dyn_batch.so") else { return };
+        let m = Model::load(&vm, "main").unwrap();
+        assert_eq!(m.kind(), Kind::Vm);
+        assert_eq!(m.fixed_batch(), None);
+        assert!(m.io().outputs.is_none());
+        let e = Model::load(&vm, "nope").err().unwrap();
+        assert!(e.contains("no function \"nope\"") && e.contains("main"), "{e}");
+    }
+
+    #[test]
+    fn what_is_no_model_is_refused_with_the_reason() {
+        let Some(op) = fixture("fixtures/add_one.so") else { return };
+        let e = Model::load(&op, "main").err().unwrap();
+        assert!(e.contains("no model this backend runs"), "{e}");
+        let e = Model::load(Path::new("/nonexistent/model.so"), "main").err().unwrap();
+        assert!(e.contains("no such file"), "{e}");
+        let dir = std::env::temp_dir().join(format!("triton-tvm-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let broken = dir.join("model.so");
+        let bytes = std::fs::read(&op).unwrap();
+        std::fs::write(&broken, &bytes[..bytes.len() / 3]).unwrap();
+        let e = Model::load(&broken, "main").err().unwrap();
+        assert!(e.contains("cannot load the export"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
