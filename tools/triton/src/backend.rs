@@ -585,9 +585,7 @@ pub unsafe extern "C" fn TRITONBACKEND_ModelInstanceExecute(
         Err(p) => reqs.iter().map(|_| Err(format!("internal error (panic: {})", panic_text(&p)))).collect(),
     };
     let exec_end = now_ns();
-    for (&r, o) in reqs.iter().zip(outcomes) {
-        respond(instance, r, o, [exec_start, compute.0, compute.1, exec_end]);
-    }
+    // Statistics first: a client that has its response may ask for them at once.
     if samples > 0 {
         // SAFETY: live instance.
         let _ = check(
@@ -603,6 +601,9 @@ pub unsafe extern "C" fn TRITONBACKEND_ModelInstanceExecute(
             },
             "batch stats",
         );
+    }
+    for (&r, o) in reqs.iter().zip(outcomes) {
+        respond(instance, r, o, [exec_start, compute.0, compute.1, exec_end]);
     }
     std::ptr::null_mut()
 }
