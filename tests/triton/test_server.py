@@ -286,6 +286,11 @@ def test_config_is_completed_from_the_export(server):
     assert cfg["input"][0]["data_type"] == "TYPE_FP32"
     assert [o["name"] for o in cfg["output"]] == ["output_0"]
     assert [int(d) for d in cfg["output"][0]["dims"]] == [1, 10]
+    log = Path(server.log_path).read_text()
+    assert "model mlp version 1: graph executor factory" in log
+    assert "2 instance(s) x 1 thread(s)" in log  # parameters { key: "threads" ... }
+    assert "model aot_mlp version 1: AOT executor factory" in log
+    assert "model vm_dyn_batch version 1: Relay VM executable" in log
     aot = server.client.get_model_config("aot_mlp")
     assert [int(d) for d in aot["input"][0]["dims"]] == [1, 784]
 

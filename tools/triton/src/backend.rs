@@ -261,13 +261,9 @@ fn model_initialize(model: *mut TModel) -> Res<()> {
     }
     let cfg = ModelConfig::parse(&json).map_err(|e| invalid(format!("model {name}: {e}")))?;
     cfg.check(loaded.io()).map_err(|e| invalid(format!("model {name} ({}): {e}", path.display())))?;
-    let threads = match cfg.count_parameter("threads").map_err(|e| invalid(format!("model {name}: {e}")))? {
-        Some(n) => n,
-        None => match backend_threads(model)? {
-            Some(n) => n,
-            None => (tvm_runtime::threading::max_concurrency() / cfg.instance_count).max(1),
-        },
-    };
+    let param = cfg.count_parameter("threads").map_err(|e| invalid(format!("model {name}: {e}")))?;
+    let cores = tvm_runtime::threading::max_concurrency();
+    let threads = config::threads_per_instance(param, backend_threads(model)?, cores, cfg.instance_count);
     log(
         ffi::LOG_INFO,
         &format!(

@@ -201,6 +201,13 @@ impl ModelConfig {
     }
 }
 
+/// Threads per instance: the model's `threads` parameter, else the backend's
+/// (`--backend-config=tvm,threads=N`), else the runtime's cores shared out among the model's
+/// instances (at least one each, so N instances on fewer cores run one thread each).
+pub fn threads_per_instance(param: Option<usize>, backend: Option<usize>, cores: usize, instances: usize) -> usize {
+    param.or(backend).unwrap_or_else(|| cores / instances.max(1)).max(1)
+}
+
 /// The model output a config output names (`output_3` is output 3).
 pub fn output_index(name: &str) -> Option<usize> {
     name.strip_prefix("output_")?.parse().ok()
@@ -348,6 +355,16 @@ mod tests {
         assert!(auto_complete(&full, &io()).unwrap().is_none());
         let vm = ModelIo { inputs: vec![TensorDesc { name: "x".into(), dtype: None, shape: None }], outputs: None };
         assert!(auto_complete(&json!({}), &vm).unwrap_err().contains("Relay VM"));
+    }
+
+    #[test]
+    fn threads_split_the_cores_among_instances_unless_set() {
+        assert_eq!(threads_per_instance(None, None, 8, 1), 8);
+        assert_eq!(threads_per_instance(None, None, 8, 4), 2);
+        assert_eq!(threads_per_instance(None, None, 8, 3), 2);
+        assert_eq!(threads_per_instance(None, None, 2, 4), 1);
+        assert_eq!(threads_per_instance(None, Some(3), 8, 4), 3);
+        assert_eq!(threads_per_instance(Some(5), Some(3), 8, 4), 5);
     }
 
     #[test]
