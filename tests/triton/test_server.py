@@ -40,6 +40,10 @@ def fixture_dir(name):
     return d
 
 
+def have_opencl():
+    return any(Path("/etc/OpenCL/vendors").glob("*.icd")) or bool(os.environ.get("TVM_OPENCL_LIBRARY"))
+
+
 def have_dnnl():
     out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
     return any(f"libdnnl.so.{v}" in out for v in (2, 3)) or bool(os.environ.get("TVM_DNNL_LIBRARY"))
@@ -87,6 +91,10 @@ dynamic_batching { max_queue_delay_microseconds: 100000 }
 """),
     # BYOC: DNNL (oneDNN) JSON runtime inside the export.
     "cnn_dnnl": ("fixtures", "cnn_dnnl", ""),
+    # OpenCL kernels (on PoCL in CI), CPU instances running on the OpenCL device.
+    "mlp2_opencl": ("fixtures", "mlp2_opencl", """
+parameters { key: "device" value: { string_value: "opencl" } }
+"""),
 }
 
 BAD = {
@@ -99,6 +107,10 @@ output [ { name: "output_0" data_type: TYPE_FP32 dims: [1, 10] } ]
 """, None, "which the model does not have (its inputs: data)"),
     "operator_lib": ("fixtures", "add_one", "", None, "no model this backend runs"),
     "vm_no_config": ("fixtures-vm", "vm_dyn_batch", "", None, "Relay VM"),
+    # A device this runtime has no driver for.
+    "no_device": ("fixtures", "mlp", """
+parameters { key: "device" value: { string_value: "vulkan" } }
+""", None, "on vulkan:0"),
 }
 
 
@@ -198,11 +210,13 @@ def server(tmp_path_factory):
     shutil.copyfile(backend, backends / "libtriton_tvm.so")
     repo = base / "models"
     repo.mkdir()
-    good = [n for n in GOOD if n != "cnn_dnnl" or have_dnnl()]
-    if "cnn_dnnl" not in good:
-        if CI:
-            pytest.fail("oneDNN (libdnnl.so.2 or .3) missing for the BYOC model")
-        print("SKIP cnn_dnnl: oneDNN not installed")
+    needs = {"cnn_dnnl": ("oneDNN (libdnnl.so.2 or .3)", have_dnnl()), "mlp2_opencl": ("an OpenCL ICD", have_opencl())}
+    good = [n for n in GOOD if needs.get(n, ("", True))[1]]
+    for n, (what, present) in needs.items():
+        if not present:
+            if CI:
+                pytest.fail(f"{what} missing for model {n}")
+            print(f"SKIP {n}: {what} not installed")
     for n in good:
         write_model(repo, n, *GOOD[n])
     for n, (fdir, fname, cfg, how, _) in BAD.items():
@@ -291,6 +305,8 @@ def test_config_is_completed_from_the_export(server):
     assert "2 instance(s) x 1 thread(s)" in log  # parameters { key: "threads" ... }
     assert "model aot_mlp version 1: AOT executor factory" in log
     assert "model vm_dyn_batch version 1: Relay VM executable" in log
+    if "mlp2_opencl" in server.good:
+        assert "instance mlp2_opencl_0: executor ready on opencl:0" in log
     aot = server.client.get_model_config("aot_mlp")
     assert [int(d) for d in aot["input"][0]["dims"]] == [1, 784]
 

@@ -127,6 +127,8 @@ struct ModelState {
     model: Arc<Model>,
     cfg: Arc<ModelConfig>,
     threads: usize,
+    /// Where KIND_CPU instances run (`parameters { key: "device" ... }`, default the CPU).
+    device: tvm_rt::Device,
 }
 
 /// An instance: its own executor over the model's module.
@@ -268,14 +270,15 @@ fn model_initialize(model: *mut TModel) -> Res<()> {
         ffi::LOG_INFO,
         &format!(
             "model {name} version {version}: {} ({}), {} input(s), max_batch_size {}, {} instance(s) x {threads} thread(s)",
-            loaded.kind().name(),
+            loaded.kind().description(),
             path.display(),
             cfg.inputs.len(),
             cfg.max_batch_size,
             cfg.instance_count
         ),
     );
-    let state = Box::into_raw(Box::new(ModelState { model: Arc::new(loaded), cfg: Arc::new(cfg), threads }));
+    let device = cfg.device_parameter().map_err(|e| invalid(format!("model {name}: {e}")))?;
+    let state = Box::into_raw(Box::new(ModelState { model: Arc::new(loaded), cfg: Arc::new(cfg), threads, device }));
     // SAFETY: live model; the state is ours until TRITONBACKEND_ModelFinalize.
     if let Err(e) = check(unsafe { ffi::TRITONBACKEND_ModelSetState(model, state.cast()) }, "ModelSetState") {
         // SAFETY: not handed over.
@@ -318,12 +321,9 @@ pub extern "C" fn TRITONBACKEND_ModelInstanceInitialize(instance: *mut Instance)
         let mut kind = 0;
         // SAFETY: live instance; valid out-param.
         check(unsafe { ffi::TRITONBACKEND_ModelInstanceKind(instance, &mut kind) }, "ModelInstanceKind")?;
-        if kind != ffi::KIND_CPU && kind != ffi::KIND_AUTO {
-            return Err(fail(
-                ffi::ERROR_UNSUPPORTED,
-                format!("instance {name}: this backend runs KIND_CPU instances only (for now)"),
-            ));
-        }
+        let mut device_id = 0i32;
+        // SAFETY: live instance; valid out-param.
+        check(unsafe { ffi::TRITONBACKEND_ModelInstanceDeviceId(instance, &mut device_id) }, "ModelInstanceDeviceId")?;
         let mut model = std::ptr::null_mut();
         // SAFETY: live instance; valid out-param.
         check(unsafe { ffi::TRITONBACKEND_ModelInstanceModel(instance, &mut model) }, "ModelInstanceModel")?;
@@ -333,17 +333,27 @@ pub extern "C" fn TRITONBACKEND_ModelInstanceInitialize(instance: *mut Instance)
         // SAFETY: our ModelState, alive until ModelFinalize, which follows every instance's.
         let ms =
             unsafe { mp.cast::<ModelState>().as_ref() }.ok_or_else(|| fail(ffi::ERROR_INTERNAL, "no model state"))?;
-        let exec = ms
-            .model
-            .executor(tvm_rt::Device::cpu())
-            .map_err(|e| fail(ffi::ERROR_INTERNAL, format!("instance {name}: {e}")))?;
+        let dev = match kind {
+            // Triton makes KIND_GPU instances only where it sees CUDA GPUs.
+            ffi::KIND_GPU => tvm_rt::Device::cuda(device_id),
+            ffi::KIND_CPU | ffi::KIND_AUTO => ms.device,
+            _ => {
+                return Err(fail(
+                    ffi::ERROR_UNSUPPORTED,
+                    format!("instance {name}: KIND_MODEL instances are not supported; use KIND_CPU or KIND_GPU"),
+                ))
+            }
+        };
+        dev.check_present().map_err(|e| fail(ffi::ERROR_UNAVAILABLE, format!("instance {name} on {dev}: {e}")))?;
+        let exec =
+            ms.model.executor(dev).map_err(|e| fail(ffi::ERROR_INTERNAL, format!("instance {name} on {dev}: {e}")))?;
         let state = Box::into_raw(Box::new(InstanceState {
             model: ms.model.clone(),
             cfg: ms.cfg.clone(),
             exec: Mutex::new(exec),
             threads: ms.threads,
         }));
-        log(ffi::LOG_INFO, &format!("instance {name}: executor ready"));
+        log(ffi::LOG_INFO, &format!("instance {name}: executor ready on {dev}"));
         // SAFETY: live instance; the state is ours until ModelInstanceFinalize.
         if let Err(e) = check(unsafe { ffi::TRITONBACKEND_ModelInstanceSetState(instance, state.cast()) }, "SetState") {
             // SAFETY: not handed over.

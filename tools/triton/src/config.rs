@@ -5,7 +5,7 @@
 use crate::model::{ModelIo, TensorDesc};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
-use tvm_rt::DataType;
+use tvm_rt::{DataType, Device};
 
 /// A data type as Triton names it: the `TRITONSERVER_DataType` number and the config spelling.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -164,6 +164,15 @@ impl ModelConfig {
             .transpose()
     }
 
+    /// The device of `parameters { key: "device" value: { string_value: "opencl:0" } }`
+    /// (`cpu`, `opencl[:N]`, `cuda[:N]`, ...) where KIND_CPU instances run; the CPU without it.
+    pub fn device_parameter(&self) -> Result<Device, String> {
+        match self.parameters.get("device") {
+            Some(d) => d.trim().parse::<Device>().map_err(|e| format!("parameter device: {e}")),
+            None => Ok(Device::cpu()),
+        }
+    }
+
     /// Checks the configuration against the model: every input the model takes and nothing
     /// else, types and shapes as the model records them, outputs `output_<i>` of the model's.
     pub fn check(&self, io: &ModelIo) -> Result<(), String> {
@@ -317,6 +326,12 @@ mod tests {
         assert_eq!(c.instance_count, 3);
         assert_eq!(c.count_parameter("threads").unwrap(), Some(3));
         assert_eq!(c.model_filename, "model.so");
+        assert_eq!(c.device_parameter().unwrap(), Device::cpu());
+        let mut d = c.clone();
+        d.parameters.insert("device".into(), "opencl:1".into());
+        assert_eq!(d.device_parameter().unwrap(), Device::new(Device::OPENCL, 1));
+        d.parameters.insert("device".into(), "abacus".into());
+        assert!(d.device_parameter().unwrap_err().contains("abacus"));
         c.check(&io()).unwrap();
     }
 

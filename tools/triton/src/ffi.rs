@@ -41,6 +41,8 @@ pub type ErrorCode = u32;
 pub const ERROR_INTERNAL: ErrorCode = 1;
 /// `TRITONSERVER_ERROR_INVALID_ARG`.
 pub const ERROR_INVALID_ARG: ErrorCode = 3;
+/// `TRITONSERVER_ERROR_UNAVAILABLE`.
+pub const ERROR_UNAVAILABLE: ErrorCode = 4;
 /// `TRITONSERVER_ERROR_UNSUPPORTED`.
 pub const ERROR_UNSUPPORTED: ErrorCode = 5;
 
@@ -60,6 +62,8 @@ pub type InstanceGroupKind = u32;
 pub const KIND_AUTO: InstanceGroupKind = 0;
 /// `TRITONSERVER_INSTANCEGROUPKIND_CPU`.
 pub const KIND_CPU: InstanceGroupKind = 1;
+/// `TRITONSERVER_INSTANCEGROUPKIND_GPU`.
+pub const KIND_GPU: InstanceGroupKind = 2;
 
 /// `TRITONSERVER_LogLevel`.
 pub type LogLevel = u32;
@@ -159,6 +163,10 @@ extern "C" {
     pub fn TRITONBACKEND_ModelInstanceKind(
         instance: *mut TRITONBACKEND_ModelInstance,
         kind: *mut InstanceGroupKind,
+    ) -> *mut TRITONSERVER_Error;
+    pub fn TRITONBACKEND_ModelInstanceDeviceId(
+        instance: *mut TRITONBACKEND_ModelInstance,
+        device_id: *mut i32,
     ) -> *mut TRITONSERVER_Error;
     pub fn TRITONBACKEND_ModelInstanceModel(
         instance: *mut TRITONBACKEND_ModelInstance,

@@ -7,29 +7,10 @@
 //! copies the factory's params into its own inputs, as TVM's does.
 
 use std::path::Path;
-use tvm_rt::{AllocatorKind, AotExecutor, DataType, Device, GraphExecutor, Module, NDArray, VirtualMachine};
+use tvm_rt::{AllocatorKind, AotExecutor, DataType, Device, GraphExecutor, GraphInfo, Module, NDArray, VirtualMachine};
 
-/// What kind of export a module is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    /// A graph executor factory (`relay.build` + `export_library`, TVM v0.8-v0.19).
-    Graph,
-    /// An AOT executor factory (`executor=Executor("aot")`, TVM v0.9+).
-    Aot,
-    /// A Relay VM executable (`relay.vm.compile`).
-    Vm,
-}
-
-impl Kind {
-    /// The kind's name in messages.
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Graph => "graph executor factory",
-            Kind::Aot => "AOT executor factory",
-            Kind::Vm => "Relay VM executable",
-        }
-    }
-}
+/// What kind of export a module is (graph, AOT, Relay VM).
+pub use tvm_rt::ModelKind as Kind;
 
 /// An input or output as the model records it (the VM records input names only).
 #[derive(Clone, Debug, PartialEq)]
@@ -57,6 +38,8 @@ pub struct Model {
     kind: Kind,
     io: ModelIo,
     vm_function: String,
+    /// A graph model's graph (the devices it places data on).
+    graph: Option<GraphInfo>,
 }
 
 fn desc(t: &tvm_rt::TensorInfo) -> TensorDesc {
@@ -75,44 +58,47 @@ impl Model {
 
     /// A model from a loaded module.
     pub fn from_module(module: Module, vm_function: &str) -> Result<Model, String> {
-        let (kind, io) = if let Some(info) = module.factory_info() {
-            let info = info.map_err(|e| e.to_string())?;
-            let g = info.graph;
-            (
-                Kind::Graph,
-                ModelIo {
-                    inputs: g.inputs.iter().map(desc).collect(),
-                    outputs: Some(g.outputs.iter().map(desc).collect()),
-                },
-            )
-        } else if let Some(info) = module.aot_info() {
-            let info = info.map_err(|e| e.to_string())?;
-            (
-                Kind::Aot,
-                ModelIo {
-                    inputs: info.inputs.iter().map(desc).collect(),
-                    outputs: Some(info.outputs.iter().map(desc).collect()),
-                },
-            )
-        } else if let Some(info) = module.vm_info() {
-            let f = info.function(vm_function).ok_or_else(|| {
-                let names: Vec<&str> = info.functions.iter().map(|f| f.name.as_str()).collect();
-                format!(
-                    "the Relay VM executable has no function {vm_function:?} (its functions: {}); name one with \
-                     parameters {{ key: \"function\" value: {{ string_value: \"...\" }} }}",
-                    names.join(", ")
-                )
-            })?;
-            let inputs = f.params.iter().map(|n| TensorDesc { name: n.clone(), dtype: None, shape: None }).collect();
-            (Kind::Vm, ModelIo { inputs, outputs: None })
-        } else {
-            return Err(format!(
+        let kind = module.model_kind().ok_or_else(|| {
+            format!(
                 "a {} module is no model this backend runs (expected a graph executor factory, an AOT executor \
                  factory or a Relay VM executable, as TVM's export_library writes them)",
                 module.type_key()
-            ));
+            )
+        })?;
+        let mut graph = None;
+        let io = match kind {
+            Kind::Graph => {
+                let g = module.factory_info().ok_or("no graph")?.map_err(|e| e.to_string())?.graph;
+                let io = ModelIo {
+                    inputs: g.inputs.iter().map(desc).collect(),
+                    outputs: Some(g.outputs.iter().map(desc).collect()),
+                };
+                graph = Some(g);
+                io
+            }
+            Kind::Aot => {
+                let info = module.aot_info().ok_or("no AOT info")?.map_err(|e| e.to_string())?;
+                ModelIo {
+                    inputs: info.inputs.iter().map(desc).collect(),
+                    outputs: Some(info.outputs.iter().map(desc).collect()),
+                }
+            }
+            Kind::Vm => {
+                let info = module.vm_info().ok_or("no VM info")?;
+                let f = info.function(vm_function).ok_or_else(|| {
+                    let names: Vec<&str> = info.functions.iter().map(|f| f.name.as_str()).collect();
+                    format!(
+                        "the Relay VM executable has no function {vm_function:?} (its functions: {}); name one with \
+                         parameters {{ key: \"function\" value: {{ string_value: \"...\" }} }}",
+                        names.join(", ")
+                    )
+                })?;
+                let inputs =
+                    f.params.iter().map(|n| TensorDesc { name: n.clone(), dtype: None, shape: None }).collect();
+                ModelIo { inputs, outputs: None }
+            }
         };
-        Ok(Model { module, kind, io, vm_function: vm_function.to_owned() })
+        Ok(Model { module, kind, io, vm_function: vm_function.to_owned(), graph })
     }
 
     /// The kind of export.
@@ -133,13 +119,19 @@ impl Model {
         firsts.all(|f| f == Some(first)).then_some(first)
     }
 
-    /// A new executor on `dev`.
+    /// A new executor on `dev` (a graph that places data on other device types too gets device
+    /// 0 of each; a VM on a GPU gets the CPU as its host device). Inputs and outputs stay in host
+    /// memory: the executor copies them to and from `dev`.
     pub fn executor(&self, dev: Device) -> Result<Executor, String> {
         let e = match self.kind {
-            Kind::Graph => Runner::Graph(Box::new(GraphExecutor::from_factory(&self.module, &[dev]).map_err(s)?)),
+            Kind::Graph => {
+                let devices = self.graph.as_ref().map_or_else(|| vec![dev], |g| g.devices_for(dev));
+                Runner::Graph(Box::new(GraphExecutor::from_factory(&self.module, &devices).map_err(s)?))
+            }
             Kind::Aot => Runner::Aot(Box::new(AotExecutor::from_factory(&self.module, &[dev]).map_err(s)?)),
             Kind::Vm => {
-                Runner::Vm(Box::new(VirtualMachine::new(&self.module, &[dev], AllocatorKind::Pooled).map_err(s)?))
+                let devices = if dev == Device::cpu() { vec![dev] } else { vec![dev, Device::cpu()] };
+                Runner::Vm(Box::new(VirtualMachine::new(&self.module, &devices, AllocatorKind::Pooled).map_err(s)?))
             }
         };
         Ok(Executor {
