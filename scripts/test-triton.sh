@@ -10,7 +10,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "== Triton backend: cargo test, cargo build -p triton-tvm"
+echo "== Triton backend: cargo fmt --check, clippy, cargo test, cargo build -p triton-tvm"
+cargo fmt --check -p triton-tvm
+cargo clippy -p triton-tvm --target-dir target/tools --all-targets --quiet -- -D warnings
 cargo test -q -p triton-tvm --target-dir target/tools
 profile=${TRITON_TVM_PROFILE:-dev}
 cargo build -q -p triton-tvm --target-dir target/tools --profile "$profile"
