@@ -7,6 +7,11 @@ ports, warms up, then runs CLIENTS processes that each send requests back to bac
 SECONDS seconds, and prints requests/s, p50 and p99 latency and the server's resident memory.
 
     python bench.py BACKEND_SO [--clients 4] [--seconds 10] [--instances 1,4] [--models resnet18,mlp2]
+                    [--python-backend LIBDIR]
+
+With --python-backend, each point is followed by the same point through Triton's Python backend
+(bench_python.py, on LIBDIR/libtvm_runtime.so), so that both see the same machine load, and the
+ratios are printed at the end.
 """
 
 import argparse
@@ -127,14 +132,30 @@ def main():
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--instances", default="1,4")
     ap.add_argument("--models", default="resnet18,mlp2")
+    ap.add_argument("--python-backend", metavar="LIBDIR", help="also run each point through the Python backend")
     a = ap.parse_args()
+    if a.python_backend:
+        import bench_python
+
+        ffi = bench_python.load_ffi(a.python_backend)
     print(f"cpus: {os.cpu_count()}, clients: {a.clients} (processes, gRPC), {a.seconds:g} s per point")
-    print(f"{'model':10} {'inst':>4} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'RSS MiB':>8} {'(loaded, idle)':>14}")
+    print(f"{'path':7} {'model':10} {'inst':>4} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'RSS MiB':>8} {'(loaded, idle)':>14}")
+    ratios = []
     for model in a.models.split(","):
         for n in (int(v) for v in a.instances.split(",")):
             r = run(a.backend, model, n, a.clients, a.seconds)
-            print(f"{model:10} {n:>4} {r['rps']:>9.1f} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} "
+            print(f"{'native':7} {model:10} {n:>4} {r['rps']:>9.1f} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} "
                   f"{r['rss_mib']:>8.1f} {r['rss_idle_mib']:>14.1f}", flush=True)
+            if a.python_backend:
+                with tempfile.TemporaryDirectory() as tmp:
+                    rps, p50, p99, rss, idle = bench_python.run(ffi, model, n, a.clients, a.seconds, Path(tmp) / "log")
+                print(f"{'python':7} {model:10} {n:>4} {rps:>9.1f} {p50:>8.2f} {p99:>8.2f} {rss:>8.1f} {idle:>14.1f}",
+                      flush=True)
+                ratios.append((model, n, r["rps"] / rps, r["p99_ms"] / p99, r["rss_mib"] / rss))
+    if ratios:
+        print("native / python: throughput, p99 latency, resident memory")
+        for model, n, t, p, m in ratios:
+            print(f"  {model:10} {n} instance(s): {t:.2f}x  {p:.2f}x  {m:.2f}x")
 
 
 if __name__ == "__main__":
