@@ -237,7 +237,12 @@ pub fn execute(
         checked.iter().enumerate().filter_map(|(i, c)| Some((i, c.as_ref().ok()?))).collect();
     let total: i64 = valid.iter().map(|(_, c)| c.batch).sum();
     let fixed = model.fixed_batch();
-    let gathered = cfg.max_batch_size > 0 && valid.len() > 1 && fixed.is_none_or(|b| b == total);
+    // Requests join along the batch only when the rest of their shapes agree (dims of -1 let
+    // them differ: ragged requests run one by one).
+    let same_rows = valid
+        .windows(2)
+        .all(|w| w[0].1.tensors.iter().zip(&w[1].1.tensors).all(|((a, _), (b, _))| a.get(1..) == b.get(1..)));
+    let gathered = cfg.max_batch_size > 0 && valid.len() > 1 && same_rows && fixed.is_none_or(|b| b == total);
     if gathered {
         let all: Vec<&Checked<'_>> = valid.iter().map(|(_, c)| *c).collect();
         let joined = gather(&all);
@@ -343,6 +348,28 @@ mod tests {
         let r2 = out[2].as_ref().unwrap();
         assert_eq!(r2[0].shape, vec![5, 10]);
         close(&r2[0].data, &o1.1);
+    }
+
+    #[test]
+    fn ragged_requests_run_one_by_one_and_fail_alone() {
+        let Some(path) = fixture("fixtures-vm/vm_dyn_batch.so") else { return };
+        let model = Model::load(&path, "main").unwrap();
+        let cfg = ModelConfig::parse(&json!({"max_batch_size": 16,
+            "input": [{"name": "data", "data_type": "TYPE_FP32", "dims": [-1]}],
+            "output": [{"name": "output_0", "data_type": "TYPE_FP32", "dims": [10]}]}))
+        .unwrap();
+        let mut exec = model.executor(Device::cpu()).unwrap();
+        let (Some(i0), Some(o0)) =
+            (npy("fixtures-vm/vm_dyn_batch.run0.input0.npy"), npy("fixtures-vm/vm_dyn_batch.run0.output0.npy"))
+        else {
+            return;
+        };
+        let reqs =
+            vec![vec![input("data", vec![1, 700], vec![0; 700 * 4])], vec![input("data", i0.0.clone(), i0.1.clone())]];
+        let (out, runs) = execute(&model, &cfg, &mut exec, &reqs);
+        assert_eq!(runs.runs, 2);
+        assert!(out[0].is_err(), "a row of 700 cannot run: {:?}", out[0]);
+        close(&out[1].as_ref().unwrap()[0].data, &o0.1);
     }
 
     #[test]
