@@ -142,7 +142,7 @@ def expected(name):
 
 
 class Server:
-    def __init__(self, repo, backend_dir, log, startup_models):
+    def __init__(self, repo, backend_dir, log, startup_models, extra=()):
         self.http_port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
         self.log = log
         exe = os.environ.get("TRITONSERVER")
@@ -161,7 +161,7 @@ class Server:
             f"--grpc-port={self.grpc_port}",
             "--allow-metrics=false",
             "--exit-timeout-secs=10",
-        ] + [f"--load-model={n}" for n in startup_models]
+        ] + [f"--load-model={n}" for n in startup_models] + list(extra)
         self.proc = subprocess.Popen(cmd, stdout=open(log, "w"), stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{self.http_port}/v2/health/ready"
         deadline = time.time() + 120
@@ -509,3 +509,20 @@ def test_instances_share_the_weights(server):
     assert deltas["resnet_x1"] > params_kib // 2, deltas
     assert extra < params_kib, (deltas, params_kib)
     assert "resnet_x4" in Path(server.log_path).read_text()
+
+
+def test_backend_config_sets_threads_per_instance(server, tmp_path):
+    """--backend-config=tvm,threads=N applies where the model sets no threads parameter."""
+    repo = tmp_path / "models"
+    write_model(repo, "mlp", "fixtures", "mlp", "instance_group [ { count: 2 kind: KIND_CPU } ]\n")
+    backends = Path(os.environ["TRITON_TVM_BACKEND"]).parent
+    (tmp_path / "backends" / "tvm").mkdir(parents=True)
+    shutil.copyfile(backends / "libtriton_tvm.so", tmp_path / "backends" / "tvm" / "libtriton_tvm.so")
+    s = Server(repo, tmp_path / "backends", tmp_path / "server.log", ["mlp"], ["--backend-config=tvm,threads=3"])
+    try:
+        ins, outs, rtol, atol = expected("mlp")
+        np.testing.assert_allclose(infer_grpc(s, "mlp", ins)[0], outs[0], rtol=rtol, atol=atol)
+    finally:
+        s.stop()
+    log = (tmp_path / "server.log").read_text()
+    assert "2 instance(s) x 3 thread(s)" in log, log[-2000:]

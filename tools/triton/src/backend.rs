@@ -609,7 +609,11 @@ pub unsafe extern "C" fn TRITONBACKEND_ModelInstanceExecute(
         );
     }
     for (&r, o) in reqs.iter().zip(outcomes) {
-        respond(instance, r, o, [exec_start, compute.0, compute.1, exec_end]);
+        // `respond` catches what it calls; this only keeps an unwind from crossing into Triton.
+        let times = [exec_start, compute.0, compute.1, exec_end];
+        if catch_unwind(AssertUnwindSafe(|| respond(instance, r, o, times))).is_err() {
+            log(ffi::LOG_ERROR, "internal error (panic) while answering a request");
+        }
     }
     std::ptr::null_mut()
 }
