@@ -47,6 +47,7 @@ grep -q "output \[1, 3\]: 4.85 2.3 10.55" <<<"$out"
 ./scripts/gpu-bundle.sh
 ./scripts/gpu-check.sh --simulator
 ./scripts/test-rpc.sh
+./scripts/test-triton.sh  # the Triton Inference Server backend in the real server (issue 27)
 
 echo "== python ctypes FFI test"
 python3 -m pytest -q tests/python
@@ -73,6 +74,8 @@ cmake -S . -B build/pkg -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/pkg >/dev/null
 cmake --install build/pkg --prefix "$prefix" >/dev/null
 test "$(readelf -d "$prefix/lib/libtvm_runtime.so" | grep -o 'soname: \[.*\]')" = "soname: [libtvm_runtime.so]"
+# The Triton backend where tritonserver --backend-directory=$prefix/backends finds it.
+nm -D --defined-only "$prefix/backends/tvm/libtriton_tvm.so" | grep ' TRITONBACKEND_ModelInstanceExecute$' >/dev/null
 mkdir -p build/examples
 PKG_CONFIG_PATH="$prefix/lib/pkgconfig" cc -Wall -Werror examples/hello.c -o build/examples/hello-pc \
   $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs tvm_runtime)

@@ -72,6 +72,18 @@ pub struct GraphInfo {
 }
 
 impl GraphInfo {
+    /// The devices an executor of this graph needs with `main` first: `main`, then device 0 of
+    /// every other device type the graph places data on (heterogeneous graphs).
+    pub fn devices_for(&self, main: Device) -> Vec<Device> {
+        let mut v = vec![main];
+        for &t in &self.device_types {
+            if !v.iter().any(|d| d.device_type() == t) {
+                v.push(Device::new(t, 0));
+            }
+        }
+        v
+    }
+
     /// Reads a graph JSON; `param_names` are the inputs whose values come with the model.
     pub fn from_json(graph_json: &str, param_names: &[String]) -> Result<GraphInfo> {
         let g = Graph::parse(graph_json)?;

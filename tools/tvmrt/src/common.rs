@@ -92,18 +92,6 @@ pub fn device(spec: &str) -> Result<Device> {
     Ok(d)
 }
 
-/// The devices an executor gets: the chosen one first, then one of each other device type
-/// the graph places data on.
-pub fn devices_for(info: &GraphInfo, main: Device) -> Vec<Device> {
-    let mut v = vec![main];
-    for &t in &info.device_types {
-        if !v.iter().any(|d| d.device_type() == t) {
-            v.push(Device::new(t, 0));
-        }
-    }
-    v
-}
-
 /// The graph of the model: from `--graph` (split form) or from the model's graph executor
 /// factory; an error naming the module kind otherwise.
 pub fn graph_info(m: &Module, a: &ModelArgs) -> Result<GraphInfo> {

@@ -22,29 +22,15 @@ pub enum Runner {
     Vm { vm: Box<VirtualMachine>, func: String, result: Option<VmValue> },
 }
 
-/// What kind of model a module is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    /// Graph executor (factory or split form).
-    Graph,
-    /// AOT executor factory.
-    Aot,
-    /// Relay VM executable.
-    Vm,
-}
+/// What kind of model a module is (the API's [`tvm_rt::ModelKind`]).
+pub use tvm_rt::ModelKind as Kind;
 
 /// The kind of model `m` is (with `--graph`: the split form), or an error saying what it is.
 pub fn kind(m: &Module, a: &ModelArgs) -> Result<Kind> {
-    if a.graph.is_some() || m.factory_info().is_some() {
+    if a.graph.is_some() {
         return Ok(Kind::Graph);
     }
-    if m.aot_info().is_some() {
-        return Ok(Kind::Aot);
-    }
-    if m.vm_info().is_some() {
-        return Ok(Kind::Vm);
-    }
-    Err(common::not_a_model(m, a))
+    m.model_kind().ok_or_else(|| common::not_a_model(m, a))
 }
 
 /// The inputs a model takes: name, and shape/dtype where the model records them.
@@ -63,7 +49,7 @@ impl Runner {
         let r = match kind(m, a)? {
             Kind::Graph => {
                 let info = common::graph_info(m, a)?;
-                let devices = common::devices_for(&info, dev);
+                let devices = info.devices_for(dev);
                 Runner::Graph(Box::new(common::executor(m, a, &devices, debug)?), info)
             }
             Kind::Aot => {
