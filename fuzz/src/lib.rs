@@ -650,3 +650,98 @@ pub fn rpc_server(data: &[u8]) {
         }
     }
 }
+
+/// `tvm_ffi_json_graph`: the tvm-ffi JSON object graph (`ffi.FromJSONGraphString`): text in, a
+/// value or an error out; a value read must write back and read again.
+pub fn tvm_ffi_json_graph(data: &[u8]) {
+    use tvm_runtime::tvmffi::serialization::graph::{from_json_graph_str, to_json_graph};
+    use tvm_runtime::tvmffi::serialization::json::stringify;
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(v) = from_json_graph_str(text) else { return };
+    let meta = tvm_runtime::tvmffi::Any::none();
+    if let Ok(j) = to_json_graph(&v, &meta) {
+        let again = stringify(&j, 0);
+        from_json_graph_str(&again).expect("a graph written from a value read does not read again");
+    }
+}
+
+/// `tvm_ffi_tensor_import`: `TVMFFITensorFromDLPack[Versioned]` on a DLPack tensor made from the
+/// bytes (rank, shape, strides, dtype, byte offset, data address, flags, the alignment and
+/// contiguity asked for). The import never reads the data; a refused tensor keeps its owner (the
+/// deleter is not called), an accepted one calls it exactly once when released.
+pub fn tvm_ffi_tensor_import(data: &[u8]) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tvm_runtime::abi::{DLDataType, DLManagedTensor, DLTensor};
+    use tvm_runtime::tvmffi::tensor::dlpack::{DLManagedTensorVersioned, DLPackVersion};
+    static DELETED: AtomicUsize = AtomicUsize::new(0);
+    unsafe extern "C" fn del_v(_: *mut DLManagedTensorVersioned) {
+        DELETED.fetch_add(1, Ordering::SeqCst);
+    }
+    unsafe extern "C" fn del(_: *mut DLManagedTensor) {
+        DELETED.fetch_add(1, Ordering::SeqCst);
+    }
+    let mut r = data.iter().copied();
+    let mut byte = || r.next().unwrap_or(0);
+    let head = byte();
+    let ndim = (head % 7) as usize;
+    let versioned = head & 0x80 != 0;
+    let with_strides = head & 0x40 != 0;
+    let mut word = |b: &mut dyn FnMut() -> u8| -> i64 {
+        let v = b() as i64;
+        // small, negative and huge values all come up
+        match v % 8 {
+            0 => -(v >> 3),
+            7 => i64::MAX - (v >> 3),
+            _ => v >> 3,
+        }
+    };
+    let mut shape = [0i64; 8];
+    let mut strides = [0i64; 8];
+    for i in 0..ndim {
+        shape[i] = word(&mut byte);
+    }
+    for i in 0..ndim {
+        strides[i] = word(&mut byte);
+    }
+    let dtype = DLDataType { code: byte() % 20, bits: byte(), lanes: (byte() as u16) | ((byte() as u16) << 8) };
+    let byte_offset = (byte() as u64) << (byte() % 40);
+    let addr = (0x10000usize + byte() as usize * 8 + (byte() % 8) as usize) as *mut std::ffi::c_void;
+    let align = [0, 1, 2, 3, 8, 16, 64, 256][(byte() % 8) as usize];
+    let contiguous = byte() & 1;
+    let dl = DLTensor {
+        data: addr,
+        device: tvm_runtime::abi::DLDevice { device_type: [1, 2, 4, 7, 99][(byte() % 5) as usize], device_id: 0 },
+        ndim: ndim as i32,
+        dtype,
+        shape: shape.as_mut_ptr(),
+        strides: if with_strides { strides.as_mut_ptr() } else { std::ptr::null_mut() },
+        byte_offset,
+    };
+    DELETED.store(0, Ordering::SeqCst);
+    let mut out: *mut std::ffi::c_void = std::ptr::null_mut();
+    let rc = if versioned {
+        let mut m = DLManagedTensorVersioned {
+            version: DLPackVersion { major: 1, minor: byte() as u32 },
+            manager_ctx: std::ptr::null_mut(),
+            deleter: Some(del_v),
+            flags: byte() as u64 & 7,
+            dl_tensor: dl,
+        };
+        // SAFETY: a valid managed tensor whose data is never read; `out` is writable.
+        unsafe { tvm_runtime::tvmffi::exports::tensor::TVMFFITensorFromDLPackVersioned(&mut m, align, contiguous as i32, &mut out) }
+    } else {
+        let mut m = DLManagedTensor { dl_tensor: dl, manager_ctx: std::ptr::null_mut(), deleter: Some(del) };
+        // SAFETY: as above.
+        unsafe { tvm_runtime::tvmffi::exports::tensor::TVMFFITensorFromDLPack(&mut m, align, contiguous as i32, &mut out) }
+    };
+    if rc != 0 {
+        assert_eq!(DELETED.load(Ordering::SeqCst), 0, "a refused tensor was released");
+        let _ = tvm_runtime::tvmffi::error::take_raised();
+        return;
+    }
+    assert!(!out.is_null());
+    assert_eq!(DELETED.load(Ordering::SeqCst), 0);
+    // SAFETY: the import handed us one reference.
+    unsafe { tvm_runtime::tvmffi::exports::core::TVMFFIObjectDecRef(out) };
+    assert_eq!(DELETED.load(Ordering::SeqCst), 1, "the producer's deleter runs once");
+}

@@ -3,11 +3,11 @@
 //! become a raised `ffi.Error` and a non-zero return) and encodes the result.
 
 mod bigint;
-mod core;
+pub mod core;
 mod env;
 mod module;
 mod reflection;
-mod tensor;
+pub mod tensor;
 
 /// Turns a C byte array argument into a `&str` (tvm-ffi keys and names are UTF-8).
 ///
