@@ -156,8 +156,19 @@ pub struct ErrorPayload {
     kind: Box<[u8]>,
     message: Box<[u8]>,
     backtrace: std::sync::Mutex<Vec<u8>>,
-    cause: Option<ObjectRef>,
-    extra: Option<ObjectRef>,
+}
+
+impl Drop for ErrorPayload {
+    fn drop(&mut self) {
+        // The cell owns one reference to each of its cause and context, whatever they are by
+        // now: C++ code (tvm-ffi's UpdateVisitErrorContext) swaps `extra_context` in place.
+        for p in [self.cell.cause_chain, self.cell.extra_context] {
+            if !p.is_null() {
+                // SAFETY: the cell holds a strong reference to each non-null pointer.
+                unsafe { super::object::dec_ref(p.cast()) };
+            }
+        }
+    }
 }
 
 unsafe extern "C" fn update_backtrace(obj: *mut c_void, bt: *const TVMFFIByteArray, mode: i32) {
@@ -211,10 +222,11 @@ pub fn make_error_bytes(
         message: TVMFFIByteArray::of(&message[..message.len() - 1]),
         backtrace: TVMFFIByteArray::of(&bt[..bt.len() - 1]),
         update_backtrace,
-        cause_chain: cause.as_ref().map_or(std::ptr::null_mut(), |c| c.as_ptr().cast()),
-        extra_context: extra.as_ref().map_or(std::ptr::null_mut(), |c| c.as_ptr().cast()),
+        // The references move into the cell (released by ErrorPayload's drop).
+        cause_chain: cause.map_or(std::ptr::null_mut(), |c| c.into_raw().cast()),
+        extra_context: extra.map_or(std::ptr::null_mut(), |c| c.into_raw().cast()),
     };
-    make_object(ti::ERROR, ErrorPayload { cell, kind, message, backtrace: std::sync::Mutex::new(bt), cause, extra })
+    make_object(ti::ERROR, ErrorPayload { cell, kind, message, backtrace: std::sync::Mutex::new(bt) })
 }
 
 fn cell_bytes(o: &ObjectRef, pick: impl Fn(&TVMFFIErrorCell) -> TVMFFIByteArray) -> &[u8] {

@@ -17,7 +17,6 @@ pub fn register_all(b: &mut Builder) {
     super::dataclass::register(b);
     super::structural::register(b);
     super::serialization::register(b);
-    register_types();
     // What no subsystem provides yet raises a clear error (the Python package binds every
     // `ffi.*` name at import).
     for name in PENDING {
@@ -122,33 +121,6 @@ const PENDING: &[&str] = &[
     "ffi.json.Parse",
     "ffi.json.Stringify",
 ];
-
-/// The object types libtvm_ffi registers beyond the static ones, in its order (parent key,
-/// key). Their fields and methods are registered by the subsystems that implement them.
-const DYN_TYPES: &[(&str, &str)] = &[
-    ("ffi.Object", "ffi.EnumState"),
-    ("ffi.Object", "ffi.Enum"),
-    ("ffi.Enum", "ffi.IntEnum"),
-    ("ffi.Enum", "ffi.StrEnum"),
-    ("ffi.Object", "ffi.reflection.AccessStep"),
-    ("ffi.Object", "ffi.reflection.AccessPath"),
-    ("ffi.Object", "ffi.StructuralVisitor"),
-    ("ffi.Object", "ffi.VisitErrorContext"),
-    ("ffi.Object", "ffi.StructuralMutator"),
-    ("ffi.Object", "ffi.StructuralKey"),
-];
-
-fn register_types() {
-    for (parent, key) in DYN_TYPES {
-        let Some(p) = types::key_to_index(parent) else { continue };
-        let depth = types::type_info(p).map_or(0, |i| {
-            // SAFETY: type infos live for the process.
-            unsafe { (*i).type_depth }
-        });
-        let _ = types::get_or_alloc_index(key, -1, depth + 1, 0, true, p);
-    }
-    let _ = types::get_or_alloc_index("ffi.VisitInterrupt", super::ti::VISIT_INTERRUPT, 1, 0, false, super::ti::OBJECT);
-}
 
 /// Checks the argument count of a global.
 pub fn expect_args(name: &str, args: &[TVMFFIAny], n: usize) -> FfiResult<()> {

@@ -165,6 +165,18 @@ fn globals_set_get_and_refuse_overrides() {
 }
 
 #[test]
+fn an_error_releases_its_cause_and_context_once() {
+    let drops = Arc::new(AtomicUsize::new(0));
+    let ctx = make_object(ti::OBJECT, Counted(drops.clone()));
+    let cause = error::make_error("ValueError", "inner", "", None, None);
+    let e = error::make_error("RuntimeError", "outer", "", Some(cause.clone()), Some(ctx));
+    assert_eq!(cause.use_count(), 2);
+    drop(e);
+    assert_eq!(cause.use_count(), 1);
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+}
+
+#[test]
 fn errors_travel_as_objects() {
     let e = error::make_error("KeyError", "no such key", "  File \"x\", line 1\n", None, None);
     let (k, m, b) = error::error_parts(&e);

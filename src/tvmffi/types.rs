@@ -143,6 +143,20 @@ unsafe impl Send for Table {}
 // SAFETY: as above.
 unsafe impl Sync for Table {}
 
+/// The object types libtvm_ffi registers beyond the static ones, in its order (parent key, key).
+const DYN_TYPES: &[(&str, &str)] = &[
+    ("ffi.Object", "ffi.EnumState"),
+    ("ffi.Object", "ffi.Enum"),
+    ("ffi.Enum", "ffi.IntEnum"),
+    ("ffi.Enum", "ffi.StrEnum"),
+    ("ffi.Object", "ffi.reflection.AccessStep"),
+    ("ffi.Object", "ffi.reflection.AccessPath"),
+    ("ffi.Object", "ffi.StructuralVisitor"),
+    ("ffi.Object", "ffi.VisitErrorContext"),
+    ("ffi.Object", "ffi.StructuralMutator"),
+    ("ffi.Object", "ffi.StructuralKey"),
+];
+
 /// The type attribute columns that exist from the start (`EnsureTypeAttrColumn` in tvm-ffi).
 pub const ATTR_COLUMNS: &[&str] = &[
     "__ffi_enum__",
@@ -193,6 +207,15 @@ fn table() -> &'static RwLock<Table> {
         for (key, idx) in ti::OBJECT_KEYS {
             t.alloc(key, *idx, 1, 0, false, ti::OBJECT).expect("static type");
         }
+        // The object types libtvm_ffi registers beyond the static ones, in its order, before
+        // any other library can allocate an index: they get tvm-ffi's indices (128...). Their
+        // fields and methods come from the subsystems that implement them.
+        for (parent, key) in DYN_TYPES {
+            let p = t.by_key[*parent];
+            let depth = t.entry(p).map_or(0, |e| e.info.type_depth) + 1;
+            t.alloc(key, -1, depth, 0, true, p).expect("built-in type");
+        }
+        t.alloc("ffi.VisitInterrupt", ti::VISIT_INTERRUPT, 1, 0, false, ti::OBJECT).expect("built-in type");
         // The attribute columns tvm-ffi creates at start-up: C++ code looks them up at load time
         // and fails when one is missing.
         for name in ATTR_COLUMNS {
