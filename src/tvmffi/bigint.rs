@@ -244,6 +244,16 @@ unsafe extern "C" fn any_equal(a: *const TVMFFIAny, b: *const TVMFFIAny) -> TVMF
 
 fn register_attrs() -> FfiResult<()> {
     let native = |f: *mut std::ffi::c_void| TVMFFIAny::with_bits(ti::OPAQUE_PTR, f as u64);
+    // ObjectDef<BigIntObj> records its size (header and word count; the words trail it).
+    let meta = types::TVMFFITypeMetadata {
+        doc: TVMFFIByteArray::EMPTY,
+        creator: None,
+        total_size: 32,
+        structural_eq_hash_kind: 0,
+    };
+    types::register_metadata(ti::BIG_INT, &meta)?;
+    // BigIntObj is final (`_type_final`), which tvm-ffi's ObjectDef records as an attribute.
+    types::register_attr(ti::BIG_INT, "__ffi_type_final__", Any::bool(true).raw())?;
     types::register_attr(ti::BIG_INT, "__any_hash__", &native(any_hash as *mut _))?;
     types::register_attr(ti::BIG_INT, "__any_equal__", &native(any_equal as *mut _))?;
     let func = |f: super::object::ObjectRef| Any::object(f);

@@ -411,6 +411,16 @@ fn register_imports_field() {
         field_static_type_index: ti::ARRAY,
     };
     let _ = types::register_field(ti::MODULE, &info);
+    // ObjectDef<ModuleObj> records C++'s size: vtable pointer, header, imports_, lookup cache.
+    let meta = types::TVMFFITypeMetadata {
+        doc: TVMFFIByteArray::EMPTY,
+        creator: None,
+        total_size: 48,
+        structural_eq_hash_kind: 0,
+    };
+    let _ = types::register_metadata(ti::MODULE, &meta);
+    // ModuleObj is final (`_type_final`), which tvm-ffi's ObjectDef records as an attribute.
+    let _ = types::register_attr(ti::MODULE, "__ffi_type_final__", Any::bool(true).raw());
 }
 
 /// Adds the `ffi.Module*` globals, `ffi.SystemLib` and `ffi.FunctionFromExternC`.

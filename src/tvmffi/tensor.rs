@@ -218,7 +218,7 @@ pub unsafe fn dltensor<'a>(obj: *mut TVMFFIObject) -> &'a DLTensor {
 pub unsafe fn expect_tensor(obj: *mut TVMFFIObject, what: &str) -> FfiResult<()> {
     // SAFETY: by contract.
     let o = unsafe { obj.as_ref() }.ok_or_else(|| FfiError::value(format!("{what}: the tensor handle is NULL")))?;
-    if o.type_index != ti::TENSOR {
+    if !super::types::is_instance(o.type_index, ti::TENSOR) {
         return Err(FfiError::type_error(format!(
             "{what}: expected ffi.Tensor, got {}",
             super::types::type_key(o.type_index)
