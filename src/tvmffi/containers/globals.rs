@@ -86,11 +86,10 @@ fn add(b: &mut Builder, s: Sig, f: impl Fn(Sig, &[TVMFFIAny]) -> FfiResult<Any> 
     });
 }
 
-fn key_pairs(name: &str, a: &[TVMFFIAny]) -> FfiResult<Vec<(Any, Any)>> {
+fn key_pairs(a: &[TVMFFIAny]) -> FfiResult<Vec<(Any, Any)>> {
     if a.len() % 2 != 0 {
         return Err(FfiError::runtime(format!("Check failed: args.size() % 2 == 0 ({} vs. 0) : ", a.len() % 2)));
     }
-    let _ = name;
     a.chunks(2)
         .map(|kv| {
             // SAFETY: argument cells are valid views for the call.
@@ -186,8 +185,74 @@ fn first_non_cpu(v: &TVMFFIAny, depth: usize) -> FfiResult<Option<crate::abi::DL
     }
 }
 
+fn cannot_cast(v: &TVMFFIAny, to: &str) -> FfiError {
+    FfiError::type_error(format!("Cannot cast from `{}` to `{to}`", types::type_key(v.type_index)))
+}
+
+fn seq_arg(v: &TVMFFIAny) -> Option<Vec<Any>> {
+    if !matches!(v.type_index, ti::ARRAY | ti::LIST) {
+        return None;
+    }
+    // SAFETY: an object cell of an argument is a live object.
+    unsafe { ObjectRef::from_borrowed(v.obj_ptr()) }.map(|o| seq_items(&o).to_vec())
+}
+
+fn map_arg(v: &TVMFFIAny) -> FfiResult<Option<Vec<(Any, Any)>>> {
+    if !matches!(v.type_index, ti::MAP | ti::DICT) {
+        return Ok(None);
+    }
+    // SAFETY: an object cell of an argument is a live object.
+    match unsafe { ObjectRef::from_borrowed(v.obj_ptr()) } {
+        Some(o) => Ok(Some(map::map_items(&o)?)),
+        None => Ok(None),
+    }
+}
+
+/// The `__ffi_convert__` of a container type (`def_convert<TSelf>()`): the value itself when it
+/// has the type, else tvm-ffi's conversion (array <-> list, map <-> dict, ints -> shape).
+fn convert(target: i32, v: &TVMFFIAny) -> FfiResult<Any> {
+    if v.type_index == target {
+        // SAFETY: a valid argument view.
+        return unsafe { Any::from_view(v) };
+    }
+    match target {
+        ti::ARRAY => seq_arg(v).map(|items| Any::object(make_array(items))).ok_or_else(|| cannot_cast(v, "Array<Any>")),
+        ti::LIST => {
+            seq_arg(v).map(|items| Any::object(list::make_list(items))).ok_or_else(|| cannot_cast(v, "List<Any>"))
+        }
+        ti::MAP => match map_arg(v)? {
+            Some(items) => Ok(Any::object(map::make_map(items)?)),
+            None => Err(cannot_cast(v, "Map<Any, Any>")),
+        },
+        ti::DICT => match map_arg(v)? {
+            Some(items) => Ok(Any::object(map::make_dict(items)?)),
+            None => Err(cannot_cast(v, "Dict<Any, Any>")),
+        },
+        _ => {
+            let dims = seq_arg(v)
+                .and_then(|items| items.iter().map(|a| view_as_i64(a.raw())).collect::<Option<Vec<i64>>>())
+                .ok_or_else(|| cannot_cast(v, "ffi.Shape"))?;
+            Ok(Any::object(shape::make_shape(&dims)))
+        }
+    }
+}
+
+fn register_converts() {
+    for target in [ti::ARRAY, ti::LIST, ti::MAP, ti::DICT, ti::SHAPE] {
+        let f = function::from_fn(move |a| {
+            let v = a.first().ok_or_else(|| FfiError::type_error("__ffi_convert__ expects one argument"))?;
+            convert(target, v)
+        });
+        let f = Any::object(f);
+        // Start-up registration: the columns are new, a failure only means someone else
+        // registered the attribute first.
+        let _ = types::register_attr(target, "__ffi_convert__", f.raw());
+    }
+}
+
 /// Adds the container globals.
 pub fn register(b: &mut Builder) {
+    register_converts();
     register_array(b);
     register_list(b);
     register_maps(b);
@@ -283,7 +348,7 @@ fn register_list(b: &mut Builder) {
 }
 
 fn register_maps(b: &mut Builder) {
-    b.add("ffi.Map", |a| Ok(Any::object(map::make_map(key_pairs("ffi.Map", a)?)?)));
+    b.add("ffi.Map", |a| Ok(Any::object(map::make_map(key_pairs(a)?)?)));
     add(b, sig("ffi.MapSize(0: ffi.Map) -> int", 1), |s, a| {
         Ok(Any::int(map::map_size(&s.obj(a, 0, ti::MAP, "ffi.Map")?)? as i64))
     });
@@ -299,7 +364,7 @@ fn register_maps(b: &mut Builder) {
     add(b, sig("ffi.MapGetItemOrMissing(0: ffi.Map, 1: Any) -> Any", 2), |s, a| {
         get_or_missing(&s.obj(a, 0, ti::MAP, "ffi.Map")?, &s.any(a, 1)?)
     });
-    b.add("ffi.Dict", |a| Ok(Any::object(map::make_dict(key_pairs("ffi.Dict", a)?)?)));
+    b.add("ffi.Dict", |a| Ok(Any::object(map::make_dict(key_pairs(a)?)?)));
     add(b, sig("ffi.DictSize(0: ffi.Dict) -> int", 1), |s, a| {
         Ok(Any::int(map::map_size(&s.obj(a, 0, ti::DICT, "ffi.Dict")?)? as i64))
     });
@@ -324,4 +389,66 @@ fn register_maps(b: &mut Builder) {
     add(b, sig("ffi.DictGetItemOrMissing(0: ffi.Dict, 1: Any) -> Any", 2), |s, a| {
         get_or_missing(&s.obj(a, 0, ti::DICT, "ffi.Dict")?, &s.any(a, 1)?)
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tvmffi::registry;
+
+    fn call(name: &str, args: &[Any]) -> FfiResult<Any> {
+        function::call_any(&registry::get(name).expect(name), args)
+    }
+
+    #[test]
+    fn globals_check_arguments_like_tvm_ffi() {
+        let arr = call("ffi.Array", &[Any::int(1), Any::string("x")]).unwrap();
+        assert_eq!(call("ffi.ArraySize", std::slice::from_ref(&arr)).unwrap().as_i64(), Some(2));
+        let e = call("ffi.ArrayGetItem", &[arr.clone(), Any::int(5)]).unwrap_err();
+        assert_eq!((e.kind().as_str(), e.message().as_str()), ("IndexError", "Index 5 out of bounds 2"));
+        let e = call("ffi.MapSize", &[Any::int(1)]).unwrap_err();
+        assert_eq!(
+            e.message(),
+            "Mismatched type on argument #0 when calling: `ffi.MapSize(0: ffi.Map) -> int`. Expected `ffi.Map` but got `int`"
+        );
+        let e = call("ffi.ArrayGetItem", std::slice::from_ref(&arr)).unwrap_err();
+        assert!(e.message().starts_with("Mismatched number of arguments"), "{}", e.message());
+        assert!(call("ffi.ArrayContains", &[arr, Any::string("x")]).unwrap().as_bool().unwrap());
+    }
+
+    #[test]
+    fn map_dict_list_shape_globals() {
+        let m = call("ffi.Map", &[Any::string("a"), Any::int(1), Any::string("b"), Any::int(2)]).unwrap();
+        assert_eq!(call("ffi.MapGetItem", &[m.clone(), Any::string("b")]).unwrap().as_i64(), Some(2));
+        let e = call("ffi.MapGetItem", &[m.clone(), Any::string("zz")]).unwrap_err();
+        assert_eq!(e.kind(), "KeyError");
+        let miss = call("ffi.MapGetItemOrMissing", &[m.clone(), Any::string("zz")]).unwrap();
+        assert!(miss.as_object().unwrap().same_as(&missing_object().as_object().unwrap()));
+        assert_eq!(call("ffi.Map", &[Any::int(1)]).unwrap_err().kind(), "RuntimeError");
+        let it = call("ffi.MapForwardIterFunctor", std::slice::from_ref(&m)).unwrap();
+        let it = it.as_object().unwrap();
+        assert_eq!(function::call_any(&it, &[Any::int(0)]).unwrap().as_str(), Some("a"));
+        assert!(function::call_any(&it, &[Any::int(2)]).unwrap().as_bool().unwrap());
+        assert_eq!(function::call_any(&it, &[Any::int(1)]).unwrap().as_i64(), Some(2));
+        assert!(!function::call_any(&it, &[Any::int(2)]).unwrap().as_bool().unwrap());
+
+        let d = call("ffi.Dict", &[]).unwrap();
+        call("ffi.DictSetItem", &[d.clone(), Any::int(3), Any::int(4)]).unwrap();
+        assert_eq!(call("ffi.DictCount", &[d.clone(), Any::int(3)]).unwrap().as_i64(), Some(1));
+        call("ffi.DictErase", &[d.clone(), Any::int(3)]).unwrap();
+        assert_eq!(call("ffi.DictSize", std::slice::from_ref(&d)).unwrap().as_i64(), Some(0));
+
+        let l = call("ffi.List", &[Any::int(1), Any::int(2), Any::int(3)]).unwrap();
+        assert_eq!(call("ffi.ListPop", &[l.clone(), Any::int(0)]).unwrap().as_i64(), Some(1));
+        call("ffi.ListReplaceSlice", &[l.clone(), Any::int(0), Any::int(1), l.clone()]).unwrap();
+        let items: Vec<i64> =
+            list::list_items(&l.as_object().unwrap()).unwrap().iter().map(|a| a.as_i64().unwrap()).collect();
+        assert_eq!(items, vec![2, 3, 3]);
+
+        let s = call("ffi.Shape", &[Any::int(2), Any::bool(true)]).unwrap();
+        assert_eq!(shape::shape_dims(&s.as_object().unwrap()), &[2, 1]);
+        assert_eq!(call("ffi.Shape", &[Any::float(1.0)]).unwrap_err().kind(), "ValueError");
+        let dev = call("ffi.ContainerFindFirstNonCPUDevice", &[m]).unwrap().as_device().unwrap();
+        assert_eq!((dev.device_type, dev.device_id), (1, 0));
+    }
 }

@@ -851,6 +851,31 @@ mod tests {
     }
 
     #[test]
+    fn custom_any_hash_and_equal_hooks_are_used() {
+        use crate::tvmffi::{function, object::make_object, types};
+        let t = types::get_or_alloc_index("test.containers.AllEqual", -1, 1, 0, false, ti::OBJECT).unwrap();
+        let hash = Any::object(function::from_fn(|_| Ok(Any::int(42))));
+        let eq = Any::object(function::from_fn(|_| Ok(Any::bool(true))));
+        types::register_attr(t, "__any_hash__", hash.raw()).unwrap();
+        types::register_attr(t, "__any_equal__", eq.raw()).unwrap();
+        let a = Any::object(make_object(t, 0u64));
+        let b = Any::object(make_object(t, 1u64));
+        assert_eq!(super::super::hash::any_hash(&a).unwrap(), super::super::hash::stable_hash_combine(t as u64, 42));
+        assert!(super::super::hash::any_equal(&a, &b).unwrap());
+        // distinct objects, one key: the second insertion replaces the first's value
+        let items = (0..6).map(|i| (Any::object(make_object(t, i as u64)), Any::int(i))).collect();
+        let m = make_map(items).unwrap();
+        assert_eq!(map_size(&m).unwrap(), 1);
+        assert_eq!(map_get(&m, &a).unwrap().unwrap().as_i64(), Some(5));
+        // plain objects compare by identity
+        let p = Any::object(make_object(ti::OBJECT, ()));
+        let q = Any::object(make_object(ti::OBJECT, ()));
+        let m = make_map(vec![(p.clone(), Any::int(1)), (q.clone(), Any::int(2))]).unwrap();
+        assert_eq!(map_size(&m).unwrap(), 2);
+        assert_eq!(map_get(&m, &q).unwrap().unwrap().as_i64(), Some(2));
+    }
+
+    #[test]
     fn values_are_released() {
         let v = Any::object(crate::tvmffi::string::make_bytes_object(b"payload-payload", false));
         let o = v.as_object().unwrap();
