@@ -4,11 +4,10 @@
 
 use super::fields::{self, get_any, get_objref};
 use crate::tvmffi::any::{Any, TVMFFIAny};
-use crate::tvmffi::containers::array::make_array;
 use crate::tvmffi::error::safe_call;
-use crate::tvmffi::globals::{arg_any, arg_str};
+use crate::tvmffi::globals::arg_any;
 use crate::tvmffi::object::{make_object, ObjectRef};
-use crate::tvmffi::types::{self, TVMFFIFieldInfo, TVMFFIMethodInfo, TVMFFITypeMetadata};
+use crate::tvmffi::types::{self, TVMFFIFieldInfo, TVMFFITypeMetadata};
 use crate::tvmffi::{function, ti, FfiError, FfiResult, TVMFFIByteArray};
 use std::ffi::c_void;
 
@@ -93,46 +92,6 @@ pub fn extend(parent: &ObjectRef, s: ObjectRef) -> FfiResult<ObjectRef> {
         index("ffi.reflection.AccessPath")?,
         PathPayload { parent: Some(parent.clone()), step: Some(s), depth, _pad: 0 },
     ))
-}
-
-fn step_equal(a: &ObjectRef, b: &ObjectRef) -> FfiResult<bool> {
-    let (x, y) = (step(a), step(b));
-    Ok(x.kind == y.kind && crate::tvmffi::containers::hash::any_equal(&x.key, &y.key)?)
-}
-
-fn path_equal(a: &ObjectRef, b: &ObjectRef) -> FfiResult<bool> {
-    let (mut l, mut r) = (a.clone(), b.clone());
-    if path(&l).depth != path(&r).depth {
-        return Ok(false);
-    }
-    loop {
-        if l.same_as(&r) {
-            return Ok(true);
-        }
-        let (lp, rp) = (path(&l), path(&r));
-        let (Some(lpar), Some(rpar), Some(ls), Some(rs)) = (&lp.parent, &rp.parent, &lp.step, &rp.step) else {
-            return Ok(lp.parent.is_none() && rp.parent.is_none());
-        };
-        if !step_equal(ls, rs)? {
-            return Ok(false);
-        }
-        let (nl, nr) = (lpar.clone(), rpar.clone());
-        l = nl;
-        r = nr;
-    }
-}
-
-fn is_prefix_of(a: &ObjectRef, b: &ObjectRef) -> FfiResult<bool> {
-    let d = path(a).depth;
-    if d > path(b).depth {
-        return Ok(false);
-    }
-    let mut r = b.clone();
-    while path(&r).depth > d {
-        let p = path(&r).parent.clone().ok_or_else(|| FfiError::runtime("access path without parent"))?;
-        r = p;
-    }
-    path_equal(a, &r)
 }
 
 fn to_steps(a: &ObjectRef) -> Vec<Any> {
@@ -234,57 +193,10 @@ fn field(name: &'static str, schema: &'static str, size: i64, offset: i64, sti: 
     }
 }
 
-fn method(
-    t: i32,
-    name: &'static str,
-    schema: String,
-    is_static: bool,
-    f: impl Fn(&[TVMFFIAny]) -> FfiResult<Any> + Send + Sync + 'static,
-) -> FfiResult<()> {
-    let func = Any::object(function::from_fn(f));
-    let schema = format!(r#"{{"type_schema":{}}}"#, serde_json::Value::String(schema));
-    types::register_method(
-        t,
-        &TVMFFIMethodInfo {
-            name: TVMFFIByteArray::of(name.as_bytes()),
-            doc: TVMFFIByteArray::EMPTY,
-            metadata: TVMFFIByteArray::of(schema.as_bytes()),
-            flags: if is_static { 1 << 2 } else { 0 },
-            method: *func.raw(),
-        },
-    )
-}
-
-fn sig(ret: &str, params: &[&str]) -> String {
-    let t = |s: &str| {
-        if s.starts_with('{') {
-            s.to_owned()
-        } else {
-            format!(r#"{{"type":"{s}"}}"#)
-        }
-    };
-    let ps: Vec<String> = params.iter().map(|p| t(p)).collect();
-    format!(r#"{{"type":"ffi.Function","named_args":{{"return":[{}],"params":[{}]}}}}"#, t(ret), ps.join(","))
-}
-
-const P: &str = "ffi.reflection.AccessPath";
-
-fn add_extend(t: i32, name: &'static str, arg: &'static str, k: i32) -> FfiResult<()> {
-    method(t, name, sig(P, &[P, arg]), false, move |a| {
-        let p = as_path(&arg_any(name, a, 0)?)?;
-        let key = if arg == "ffi.String" { Any::string(arg_str(name, a, 1)?) } else { arg_any(name, a, 1)? };
-        if arg == "int" && key.as_i64().is_none() {
-            return Err(FfiError::type_error(format!("`{name}` expects an int index")));
-        }
-        let key = if arg == "int" { Any::int(key.as_i64().unwrap_or(0)) } else { key };
-        Ok(Any::object(extend(&p, make_step(k, key)?)?))
-    })
-}
-
 /// Registers the two types' fields, methods, metadata and attributes (once, at start-up).
 pub fn register_types() -> FfiResult<()> {
     let st = index("ffi.reflection.AccessStep")?;
-    let pt = index(P)?;
+    let pt = index("ffi.reflection.AccessPath")?;
     // SAFETY: type infos live for the process.
     if types::type_info(st).is_some_and(|i| unsafe { (*i).num_fields > 0 }) {
         return Ok(());
@@ -321,30 +233,8 @@ pub fn register_types() -> FfiResult<()> {
     )?;
     types::register_field(pt, &field("depth", int, 4, 40, ti::INT))?;
     types::register_metadata(pt, &md(create_path))?;
-    method(pt, "_root", sig(P, &[]), true, |_| Ok(Any::object(root()?)))?;
-    method(pt, "_extend", sig(P, &[P, "ffi.reflection.AccessStep"]), false, |a| {
-        let p = as_path(&arg_any("_extend", a, 0)?)?;
-        let s = as_step(&arg_any("_extend", a, 1)?)?;
-        Ok(Any::object(extend(&p, s)?))
-    })?;
-    add_extend(pt, "_attr", "ffi.String", kind::ATTR)?;
-    add_extend(pt, "_array_item", "int", kind::ARRAY_ITEM)?;
-    add_extend(pt, "_map_item", "Any", kind::MAP_ITEM)?;
-    add_extend(pt, "_attr_missing", "ffi.String", kind::ATTR_MISSING)?;
-    add_extend(pt, "_array_item_missing", "int", kind::ARRAY_ITEM_MISSING)?;
-    add_extend(pt, "_map_item_missing", "Any", kind::MAP_ITEM_MISSING)?;
-    method(pt, "_is_prefix_of", sig("bool", &[P, P]), false, |a| {
-        let (x, y) = (as_path(&arg_any("_is_prefix_of", a, 0)?)?, as_path(&arg_any("_is_prefix_of", a, 1)?)?);
-        Ok(Any::bool(is_prefix_of(&x, &y)?))
-    })?;
-    let steps_ty = r#"{"type":"ffi.Array","args":[{"type":"ffi.reflection.AccessStep"}]}"#;
-    method(pt, "_to_steps", sig(steps_ty, &[P]), false, |a| {
-        Ok(Any::object(make_array(to_steps(&as_path(&arg_any("_to_steps", a, 0)?)?))))
-    })?;
-    method(pt, "_path_equal", sig("bool", &[P, P]), false, |a| {
-        let (x, y) = (as_path(&arg_any("_path_equal", a, 0)?)?, as_path(&arg_any("_path_equal", a, 1)?)?);
-        Ok(Any::bool(path_equal(&x, &y)?))
-    })?;
+    // The methods (`_root`, `_extend`, `_attr`, ... `_path_equal`) are registered by
+    // `structural::access_path`, which builds paths for the structural visitors.
     let step_repr_fn = Any::object(function::from_fn(|a| {
         let s = as_step(&arg_any("__ffi_repr__", a, 0)?)?;
         let f = arg_any("__ffi_repr__", a, 1)?.into_object().map_err(|_| FfiError::type_error("fn_repr"))?;
@@ -388,21 +278,15 @@ pub fn register_types() -> FfiResult<()> {
 mod tests {
     use super::*;
 
-    fn setup() {
-        let _ = crate::tvmffi::registry::get("ffi.ReprPrint");
-    }
-
     #[test]
-    fn paths_extend_compare_and_print() {
-        setup();
+    fn paths_extend_and_print() {
+        let _ = crate::tvmffi::registry::get("ffi.ReprPrint");
         let r = root().unwrap();
         let a = extend(&r, make_step(kind::ATTR, Any::string("foo")).unwrap()).unwrap();
         let b = extend(&a, make_step(kind::ARRAY_ITEM, Any::int(2)).unwrap()).unwrap();
-        let a2 = extend(&root().unwrap(), make_step(kind::ATTR, Any::string("foo")).unwrap()).unwrap();
-        assert!(path_equal(&a, &a2).unwrap());
-        assert!(is_prefix_of(&a, &b).unwrap());
-        assert!(!is_prefix_of(&b, &a).unwrap());
-        assert_eq!(to_steps(&b).len(), 2);
-        assert_eq!(super::super::repr::repr_print(&Any::object(b)).unwrap(), "<root>.foo[2]");
+        let c = extend(&b, make_step(kind::MAP_ITEM_MISSING, Any::string("k")).unwrap()).unwrap();
+        assert_eq!(to_steps(&c).len(), 3);
+        assert_eq!(path(&c).depth, 3);
+        assert_eq!(super::super::repr::repr_print(&Any::object(c)).unwrap(), "<root>.foo[2][<missing:\"k\">]");
     }
 }

@@ -284,6 +284,14 @@ pub fn pyclass_register(type_index: i32, total_size: i32) -> FfiResult<()> {
     types::type_info(type_index)
         .ok_or_else(|| FfiError::value(format!("Cannot find type info for type_index={type_index}")))?;
     let size = usize::try_from(total_size).map_err(|_| FfiError::value(format!("bad total size {total_size}")))?;
+    let need =
+        all_fields(type_index).iter().map(|f| (f.offset.max(0) + f.size.max(0)) as usize).max().unwrap_or(0).max(24);
+    if size < need {
+        return Err(FfiError::value(format!(
+            "type `{}`: total size {total_size} does not cover its fields ({need} bytes)",
+            types::type_key(type_index)
+        )));
+    }
     register_ffi_init(type_index)?;
     let new_fn = function::from_fn(move |_| {
         let p = pyclass_alloc(type_index, size)?;
