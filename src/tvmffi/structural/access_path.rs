@@ -198,8 +198,24 @@ fn def_repr(type_index: i32, f: impl Fn(&ObjectRef, &ObjectRef) -> FfiResult<Str
 pub fn register_types() {
     let st = step_type();
     reflect::def_metadata(st, 24 + std::mem::size_of::<StepPayload>(), reflect::kind::CONST_TREE_NODE);
-    reflect::def_field(st, "kind", 24 + std::mem::offset_of!(StepPayload, kind), 4, reflect::get_i32, ti::INT);
-    reflect::def_field(st, "key", 24 + std::mem::offset_of!(StepPayload, key), 16, reflect::get_any, ti::ANY);
+    reflect::def_field(
+        st,
+        "kind",
+        24 + std::mem::offset_of!(StepPayload, kind),
+        4,
+        reflect::get_i32,
+        ti::INT,
+        r#"{"type":"int"}"#,
+    );
+    reflect::def_field(
+        st,
+        "key",
+        24 + std::mem::offset_of!(StepPayload, key),
+        16,
+        reflect::get_any,
+        ti::ANY,
+        r#"{"type":"Any"}"#,
+    );
     let pt = path_type();
     reflect::def_metadata(pt, 24 + std::mem::size_of::<PathPayload>(), reflect::kind::CONST_TREE_NODE);
     let off = |o: usize| 24 + o;
@@ -210,9 +226,26 @@ pub fn register_types() {
         8,
         reflect::get_opt_object,
         ti::ANY,
+        r#"{"type":"Optional","args":[{"type":"ffi.Object"}]}"#,
     );
-    reflect::def_field(pt, "step", off(std::mem::offset_of!(PathPayload, step)), 8, reflect::get_opt_object, ti::ANY);
-    reflect::def_field(pt, "depth", off(std::mem::offset_of!(PathPayload, depth)), 4, reflect::get_i32, ti::INT);
+    reflect::def_field(
+        pt,
+        "step",
+        off(std::mem::offset_of!(PathPayload, step)),
+        8,
+        reflect::get_opt_object,
+        ti::ANY,
+        r#"{"type":"Optional","args":[{"type":"ffi.reflection.AccessStep"}]}"#,
+    );
+    reflect::def_field(
+        pt,
+        "depth",
+        off(std::mem::offset_of!(PathPayload, depth)),
+        4,
+        reflect::get_i32,
+        ti::INT,
+        r#"{"type":"int"}"#,
+    );
     def_repr(st, step_repr);
     def_repr(pt, |p, r| {
         let mut s = String::from("<root>");
@@ -221,37 +254,124 @@ pub fn register_types() {
         }
         Ok(s)
     });
-    reflect::def_method(pt, "_root", true, |_| Ok(Any::object(root())));
-    reflect::def_method(pt, "_extend", false, |a| {
-        let p = arg_obj("_extend", a, 0, path_type())?;
-        let s = arg_obj("_extend", a, 1, step_type())?;
-        Ok(Any::object(extend(&p, s)))
+    reflect::def_method(pt, "_root", true, &reflect::fn_schema(r#"{"type":"ffi.reflection.AccessPath"}"#, &[]), |_| {
+        Ok(Any::object(root()))
     });
-    reflect::def_method(pt, "_attr", false, ext("_attr", step_kind::ATTR, Some(ti::STR)));
-    reflect::def_method(pt, "_array_item", false, ext("_array_item", step_kind::ARRAY_ITEM, Some(ti::INT)));
-    reflect::def_method(pt, "_map_item", false, ext("_map_item", step_kind::MAP_ITEM, None));
-    reflect::def_method(pt, "_attr_missing", false, ext("_attr_missing", step_kind::ATTR_MISSING, Some(ti::STR)));
+    reflect::def_method(
+        pt,
+        "_extend",
+        false,
+        &reflect::fn_schema(
+            r#"{"type":"ffi.reflection.AccessPath"}"#,
+            &[r#"{"type":"ffi.reflection.AccessPath"}"#, r#"{"type":"ffi.reflection.AccessStep"}"#],
+        ),
+        |a| {
+            let p = arg_obj("_extend", a, 0, path_type())?;
+            let s = arg_obj("_extend", a, 1, step_type())?;
+            Ok(Any::object(extend(&p, s)))
+        },
+    );
+    reflect::def_method(
+        pt,
+        "_attr",
+        false,
+        &reflect::fn_schema(
+            r#"{"type":"ffi.reflection.AccessPath"}"#,
+            &[r#"{"type":"ffi.reflection.AccessPath"}"#, r#"{"type":"ffi.String"}"#],
+        ),
+        ext("_attr", step_kind::ATTR, Some(ti::STR)),
+    );
+    reflect::def_method(
+        pt,
+        "_array_item",
+        false,
+        &reflect::fn_schema(
+            r#"{"type":"ffi.reflection.AccessPath"}"#,
+            &[r#"{"type":"ffi.reflection.AccessPath"}"#, r#"{"type":"int"}"#],
+        ),
+        ext("_array_item", step_kind::ARRAY_ITEM, Some(ti::INT)),
+    );
+    reflect::def_method(
+        pt,
+        "_map_item",
+        false,
+        &reflect::fn_schema(
+            r#"{"type":"ffi.reflection.AccessPath"}"#,
+            &[r#"{"type":"ffi.reflection.AccessPath"}"#, r#"{"type":"Any"}"#],
+        ),
+        ext("_map_item", step_kind::MAP_ITEM, None),
+    );
+    reflect::def_method(
+        pt,
+        "_attr_missing",
+        false,
+        &reflect::fn_schema(
+            r#"{"type":"ffi.reflection.AccessPath"}"#,
+            &[r#"{"type":"ffi.reflection.AccessPath"}"#, r#"{"type":"ffi.String"}"#],
+        ),
+        ext("_attr_missing", step_kind::ATTR_MISSING, Some(ti::STR)),
+    );
     reflect::def_method(
         pt,
         "_array_item_missing",
         false,
+        &reflect::fn_schema(
+            r#"{"type":"ffi.reflection.AccessPath"}"#,
+            &[r#"{"type":"ffi.reflection.AccessPath"}"#, r#"{"type":"int"}"#],
+        ),
         ext("_array_item_missing", step_kind::ARRAY_ITEM_MISSING, Some(ti::INT)),
     );
-    reflect::def_method(pt, "_map_item_missing", false, ext("_map_item_missing", step_kind::MAP_ITEM_MISSING, None));
-    reflect::def_method(pt, "_is_prefix_of", false, |a| {
-        let p = arg_obj("_is_prefix_of", a, 0, path_type())?;
-        let q = arg_obj("_is_prefix_of", a, 1, path_type())?;
-        Ok(Any::bool(is_prefix_of(&p, &q)))
-    });
-    reflect::def_method(pt, "_to_steps", false, |a| {
-        let p = arg_obj("_to_steps", a, 0, path_type())?;
-        Ok(Any::object(make_array(to_steps(&p).into_iter().map(Any::object).collect())))
-    });
-    reflect::def_method(pt, "_path_equal", false, |a| {
-        let p = arg_obj("_path_equal", a, 0, path_type())?;
-        let q = arg_obj("_path_equal", a, 1, path_type())?;
-        Ok(Any::bool(path_equal(&p, &q)))
-    });
+    reflect::def_method(
+        pt,
+        "_map_item_missing",
+        false,
+        &reflect::fn_schema(
+            r#"{"type":"ffi.reflection.AccessPath"}"#,
+            &[r#"{"type":"ffi.reflection.AccessPath"}"#, r#"{"type":"Any"}"#],
+        ),
+        ext("_map_item_missing", step_kind::MAP_ITEM_MISSING, None),
+    );
+    reflect::def_method(
+        pt,
+        "_is_prefix_of",
+        false,
+        &reflect::fn_schema(
+            r#"{"type":"bool"}"#,
+            &[r#"{"type":"ffi.reflection.AccessPath"}"#, r#"{"type":"ffi.reflection.AccessPath"}"#],
+        ),
+        |a| {
+            let p = arg_obj("_is_prefix_of", a, 0, path_type())?;
+            let q = arg_obj("_is_prefix_of", a, 1, path_type())?;
+            Ok(Any::bool(is_prefix_of(&p, &q)))
+        },
+    );
+    reflect::def_method(
+        pt,
+        "_to_steps",
+        false,
+        &reflect::fn_schema(
+            r#"{"type":"ffi.Array","args":[{"type":"ffi.reflection.AccessStep"}]}"#,
+            &[r#"{"type":"ffi.reflection.AccessPath"}"#],
+        ),
+        |a| {
+            let p = arg_obj("_to_steps", a, 0, path_type())?;
+            Ok(Any::object(make_array(to_steps(&p).into_iter().map(Any::object).collect())))
+        },
+    );
+    reflect::def_method(
+        pt,
+        "_path_equal",
+        false,
+        &reflect::fn_schema(
+            r#"{"type":"bool"}"#,
+            &[r#"{"type":"ffi.reflection.AccessPath"}"#, r#"{"type":"ffi.reflection.AccessPath"}"#],
+        ),
+        |a| {
+            let p = arg_obj("_path_equal", a, 0, path_type())?;
+            let q = arg_obj("_path_equal", a, 1, path_type())?;
+            Ok(Any::bool(path_equal(&p, &q)))
+        },
+    );
 }
 
 #[cfg(test)]
