@@ -124,14 +124,14 @@ fn register_types() {
     let vi = types::get_or_alloc_index("ffi.VisitInterrupt", ti::VISIT_INTERRUPT, 1, 0, false, ti::OBJECT)
         .unwrap_or(ti::VISIT_INTERRUPT);
     reflect::def_metadata(vi, 24 + std::mem::size_of::<InterruptPayload>(), reflect::kind::TREE_NODE);
-    reflect::def_field(
+    reflect::def_field_flags(
         vi,
         "value",
-        24 + std::mem::offset_of!(InterruptPayload, value),
-        16,
+        (24 + std::mem::offset_of!(InterruptPayload, value), 16),
         reflect::get_any,
         ti::ANY,
         r#"{"type":"Any"}"#,
+        super::FIELD_HAS_DEFAULT,
     );
 }
 

@@ -198,12 +198,25 @@ pub fn def_field(
     static_type_index: i32,
     schema: &str,
 ) {
+    def_field_flags(type_index, name, (offset, size), getter, static_type_index, schema, 0);
+}
+
+/// [`def_field`] with field flags (`FIELD_HAS_DEFAULT` gives it a default of None).
+pub fn def_field_flags(
+    type_index: i32,
+    name: &str,
+    (offset, size): (usize, usize),
+    getter: crate::tvmffi::types::FieldGetter,
+    static_type_index: i32,
+    schema: &str,
+    flags: i64,
+) {
     let md = schema_metadata(schema);
     let info = TVMFFIFieldInfo {
         name: TVMFFIByteArray::of(name.as_bytes()),
         doc: TVMFFIByteArray::EMPTY,
         metadata: TVMFFIByteArray::of(md.as_bytes()),
-        flags: 0,
+        flags,
         size: size as i64,
         alignment: size.min(8) as i64,
         offset: offset as i64,
