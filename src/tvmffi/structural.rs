@@ -80,6 +80,13 @@ fn bool_arg(name: &str, a: &[TVMFFIAny], i: usize) -> FfiResult<bool> {
 }
 
 fn register_types() {
+    // Allocate the type indices in libtvm_ffi's order (the lead's DYN_TYPES list).
+    access_path::step_type();
+    access_path::path_type();
+    visit::visitor_type();
+    error_context::context_type();
+    mutate::mutator_type();
+    key_type();
     access_path::register_types();
     let kt = key_type();
     reflect::def_metadata(kt, 24 + std::mem::size_of::<KeyPayload>(), reflect::kind::TREE_NODE);
