@@ -80,15 +80,44 @@ fn bool_arg(name: &str, a: &[TVMFFIAny], i: usize) -> FfiResult<bool> {
 }
 
 fn register_types() {
+    // Allocate the type indices in libtvm_ffi's order (the lead's DYN_TYPES list).
+    access_path::step_type();
+    access_path::path_type();
+    visit::visitor_type();
+    error_context::context_type();
+    mutate::mutator_type();
+    key_type();
     access_path::register_types();
     let kt = key_type();
     reflect::def_metadata(kt, 24 + std::mem::size_of::<KeyPayload>(), reflect::kind::TREE_NODE);
-    reflect::def_field(kt, "key", 24 + std::mem::offset_of!(KeyPayload, key), 16, reflect::get_any, ti::ANY);
-    reflect::def_field(kt, "hash_i64", 24 + std::mem::offset_of!(KeyPayload, hash_i64), 8, reflect::get_i64, ti::INT);
-    reflect::def_method(kt, "__ffi_init__", true, |a| {
-        expect_args("ffi.StructuralKey.__ffi_init__", a, 1)?;
-        Ok(Any::object(make_key(arg_any("ffi.StructuralKey.__ffi_init__", a, 0)?)?))
-    });
+    reflect::def_field(
+        kt,
+        "key",
+        24 + std::mem::offset_of!(KeyPayload, key),
+        16,
+        reflect::get_any,
+        ti::ANY,
+        r#"{"type":"Any"}"#,
+    );
+    reflect::def_field(
+        kt,
+        "hash_i64",
+        24 + std::mem::offset_of!(KeyPayload, hash_i64),
+        8,
+        reflect::get_i64,
+        ti::INT,
+        r#"{"type":"int"}"#,
+    );
+    reflect::def_method(
+        kt,
+        "__ffi_init__",
+        true,
+        &reflect::fn_schema(r#"{"type":"ffi.Object"}"#, &[r#"{"type":"Any"}"#]),
+        |a| {
+            expect_args("ffi.StructuralKey.__ffi_init__", a, 1)?;
+            Ok(Any::object(make_key(arg_any("ffi.StructuralKey.__ffi_init__", a, 0)?)?))
+        },
+    );
     let any_hash = super::function::from_fn(|a| {
         let k = arg_any("__any_hash__", a, 0)?;
         let (_, p) = key_of(&k)?;
@@ -102,7 +131,15 @@ fn register_types() {
     let vi = types::get_or_alloc_index("ffi.VisitInterrupt", ti::VISIT_INTERRUPT, 1, 0, false, ti::OBJECT)
         .unwrap_or(ti::VISIT_INTERRUPT);
     reflect::def_metadata(vi, 24 + std::mem::size_of::<InterruptPayload>(), reflect::kind::TREE_NODE);
-    reflect::def_field(vi, "value", 24 + std::mem::offset_of!(InterruptPayload, value), 16, reflect::get_any, ti::ANY);
+    reflect::def_field_flags(
+        vi,
+        "value",
+        (24 + std::mem::offset_of!(InterruptPayload, value), 16),
+        reflect::get_any,
+        ti::ANY,
+        r#"{"type":"Any"}"#,
+        super::FIELD_HAS_DEFAULT,
+    );
 }
 
 /// Adds this subsystem's globals.

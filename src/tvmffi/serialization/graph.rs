@@ -171,6 +171,17 @@ impl Writer {
     }
 
     fn object_data(&mut self, v: &Any) -> FfiResult<Json> {
+        let ptr = v.raw().bits();
+        if self.active.contains(&ptr) {
+            return Err(FfiError::value("Cycle detected during serialization: an object contains itself"));
+        }
+        self.active.push(ptr);
+        let r = self.object_data_inner(v);
+        self.active.pop();
+        r
+    }
+
+    fn object_data_inner(&mut self, v: &Any) -> FfiResult<Json> {
         let t = v.type_index();
         let obj = v.as_object().expect("object");
         if let Some(int_enum) = enum_kind(t) {

@@ -165,12 +165,57 @@ fn ext(name: &'static str, kind: i32, key_ti: Option<i32>) -> impl Fn(&[TVMFFIAn
     }
 }
 
+fn repr_text(fn_repr: &ObjectRef, v: &Any) -> FfiResult<String> {
+    let r = crate::tvmffi::function::call_any(fn_repr, std::slice::from_ref(v))?;
+    r.as_str().map(str::to_string).ok_or_else(|| FfiError::type_error("repr did not return a str"))
+}
+
+/// tvm-ffi's repr of a step: `.name`, `[3]`, `["key"]`, `[<missing:...>]`.
+fn step_repr(step: &ObjectRef, fn_repr: &ObjectRef) -> FfiResult<String> {
+    let p = step_of(step);
+    let int = || p.key.as_i64().unwrap_or(0);
+    Ok(match p.kind {
+        step_kind::ATTR => format!(".{}", p.key.as_str().unwrap_or_default()),
+        step_kind::ARRAY_ITEM => format!("[{}]", int()),
+        step_kind::MAP_ITEM => format!("[{}]", repr_text(fn_repr, &p.key)?),
+        step_kind::ARRAY_ITEM_MISSING => format!("[<missing:{}>]", int()),
+        _ => format!("[<missing:{}>]", repr_text(fn_repr, &p.key)?),
+    })
+}
+
+fn def_repr(type_index: i32, f: impl Fn(&ObjectRef, &ObjectRef) -> FfiResult<String> + Send + Sync + 'static) {
+    let func = crate::tvmffi::function::from_fn(move |a| {
+        let o = arg_any("__ffi_repr__", a, 0)?.as_object().filter(|o| o.type_index() == type_index);
+        let o = o.ok_or_else(|| FfiError::type_error("__ffi_repr__: wrong object type"))?;
+        let r = arg_any("__ffi_repr__", a, 1)?.as_object().filter(|f| f.type_index() == ti::FUNCTION);
+        let r = r.ok_or_else(|| FfiError::type_error("__ffi_repr__: expects a repr function"))?;
+        Ok(Any::string(&f(&o, &r)?))
+    });
+    let _ = crate::tvmffi::types::register_attr(type_index, "__ffi_repr__", Any::object(func).raw());
+}
+
 /// Registers the fields and methods of the two types.
 pub fn register_types() {
     let st = step_type();
     reflect::def_metadata(st, 24 + std::mem::size_of::<StepPayload>(), reflect::kind::CONST_TREE_NODE);
-    reflect::def_field(st, "kind", 24 + std::mem::offset_of!(StepPayload, kind), 4, reflect::get_i32, ti::INT);
-    reflect::def_field(st, "key", 24 + std::mem::offset_of!(StepPayload, key), 16, reflect::get_any, ti::ANY);
+    reflect::def_field(
+        st,
+        "kind",
+        24 + std::mem::offset_of!(StepPayload, kind),
+        4,
+        reflect::get_i32,
+        ti::INT,
+        r#"{"type":"int"}"#,
+    );
+    reflect::def_field(
+        st,
+        "key",
+        24 + std::mem::offset_of!(StepPayload, key),
+        16,
+        reflect::get_any,
+        ti::ANY,
+        r#"{"type":"Any"}"#,
+    );
     let pt = path_type();
     reflect::def_metadata(pt, 24 + std::mem::size_of::<PathPayload>(), reflect::kind::CONST_TREE_NODE);
     let off = |o: usize| 24 + o;
@@ -181,40 +226,152 @@ pub fn register_types() {
         8,
         reflect::get_opt_object,
         ti::ANY,
+        r#"{"type":"Optional","args":[{"type":"ffi.Object"}]}"#,
     );
-    reflect::def_field(pt, "step", off(std::mem::offset_of!(PathPayload, step)), 8, reflect::get_opt_object, ti::ANY);
-    reflect::def_field(pt, "depth", off(std::mem::offset_of!(PathPayload, depth)), 4, reflect::get_i32, ti::INT);
-    reflect::def_method(pt, "_root", true, |_| Ok(Any::object(root())));
-    reflect::def_method(pt, "_extend", false, |a| {
-        let p = arg_obj("_extend", a, 0, path_type())?;
-        let s = arg_obj("_extend", a, 1, step_type())?;
-        Ok(Any::object(extend(&p, s)))
+    reflect::def_field(
+        pt,
+        "step",
+        off(std::mem::offset_of!(PathPayload, step)),
+        8,
+        reflect::get_opt_object,
+        ti::ANY,
+        r#"{"type":"Optional","args":[{"type":"ffi.reflection.AccessStep"}]}"#,
+    );
+    reflect::def_field(
+        pt,
+        "depth",
+        off(std::mem::offset_of!(PathPayload, depth)),
+        4,
+        reflect::get_i32,
+        ti::INT,
+        r#"{"type":"int"}"#,
+    );
+    def_repr(st, step_repr);
+    def_repr(pt, |p, r| {
+        let mut s = String::from("<root>");
+        for step in to_steps(p) {
+            s.push_str(&repr_text(r, &Any::object(step))?);
+        }
+        Ok(s)
     });
-    reflect::def_method(pt, "_attr", false, ext("_attr", step_kind::ATTR, Some(ti::STR)));
-    reflect::def_method(pt, "_array_item", false, ext("_array_item", step_kind::ARRAY_ITEM, Some(ti::INT)));
-    reflect::def_method(pt, "_map_item", false, ext("_map_item", step_kind::MAP_ITEM, None));
-    reflect::def_method(pt, "_attr_missing", false, ext("_attr_missing", step_kind::ATTR_MISSING, Some(ti::STR)));
+    reflect::def_method(pt, "_root", true, &reflect::fn_schema(r#"{"type":"ffi.reflection.AccessPath"}"#, &[]), |_| {
+        Ok(Any::object(root()))
+    });
+    reflect::def_method(
+        pt,
+        "_extend",
+        false,
+        &reflect::fn_schema(
+            r#"{"type":"ffi.reflection.AccessPath"}"#,
+            &[r#"{"type":"ffi.reflection.AccessPath"}"#, r#"{"type":"ffi.reflection.AccessStep"}"#],
+        ),
+        |a| {
+            let p = arg_obj("_extend", a, 0, path_type())?;
+            let s = arg_obj("_extend", a, 1, step_type())?;
+            Ok(Any::object(extend(&p, s)))
+        },
+    );
+    reflect::def_method(
+        pt,
+        "_attr",
+        false,
+        &reflect::fn_schema(
+            r#"{"type":"ffi.reflection.AccessPath"}"#,
+            &[r#"{"type":"ffi.reflection.AccessPath"}"#, r#"{"type":"ffi.String"}"#],
+        ),
+        ext("_attr", step_kind::ATTR, Some(ti::STR)),
+    );
+    reflect::def_method(
+        pt,
+        "_array_item",
+        false,
+        &reflect::fn_schema(
+            r#"{"type":"ffi.reflection.AccessPath"}"#,
+            &[r#"{"type":"ffi.reflection.AccessPath"}"#, r#"{"type":"int"}"#],
+        ),
+        ext("_array_item", step_kind::ARRAY_ITEM, Some(ti::INT)),
+    );
+    reflect::def_method(
+        pt,
+        "_map_item",
+        false,
+        &reflect::fn_schema(
+            r#"{"type":"ffi.reflection.AccessPath"}"#,
+            &[r#"{"type":"ffi.reflection.AccessPath"}"#, r#"{"type":"Any"}"#],
+        ),
+        ext("_map_item", step_kind::MAP_ITEM, None),
+    );
+    reflect::def_method(
+        pt,
+        "_attr_missing",
+        false,
+        &reflect::fn_schema(
+            r#"{"type":"ffi.reflection.AccessPath"}"#,
+            &[r#"{"type":"ffi.reflection.AccessPath"}"#, r#"{"type":"ffi.String"}"#],
+        ),
+        ext("_attr_missing", step_kind::ATTR_MISSING, Some(ti::STR)),
+    );
     reflect::def_method(
         pt,
         "_array_item_missing",
         false,
+        &reflect::fn_schema(
+            r#"{"type":"ffi.reflection.AccessPath"}"#,
+            &[r#"{"type":"ffi.reflection.AccessPath"}"#, r#"{"type":"int"}"#],
+        ),
         ext("_array_item_missing", step_kind::ARRAY_ITEM_MISSING, Some(ti::INT)),
     );
-    reflect::def_method(pt, "_map_item_missing", false, ext("_map_item_missing", step_kind::MAP_ITEM_MISSING, None));
-    reflect::def_method(pt, "_is_prefix_of", false, |a| {
-        let p = arg_obj("_is_prefix_of", a, 0, path_type())?;
-        let q = arg_obj("_is_prefix_of", a, 1, path_type())?;
-        Ok(Any::bool(is_prefix_of(&p, &q)))
-    });
-    reflect::def_method(pt, "_to_steps", false, |a| {
-        let p = arg_obj("_to_steps", a, 0, path_type())?;
-        Ok(Any::object(make_array(to_steps(&p).into_iter().map(Any::object).collect())))
-    });
-    reflect::def_method(pt, "_path_equal", false, |a| {
-        let p = arg_obj("_path_equal", a, 0, path_type())?;
-        let q = arg_obj("_path_equal", a, 1, path_type())?;
-        Ok(Any::bool(path_equal(&p, &q)))
-    });
+    reflect::def_method(
+        pt,
+        "_map_item_missing",
+        false,
+        &reflect::fn_schema(
+            r#"{"type":"ffi.reflection.AccessPath"}"#,
+            &[r#"{"type":"ffi.reflection.AccessPath"}"#, r#"{"type":"Any"}"#],
+        ),
+        ext("_map_item_missing", step_kind::MAP_ITEM_MISSING, None),
+    );
+    reflect::def_method(
+        pt,
+        "_is_prefix_of",
+        false,
+        &reflect::fn_schema(
+            r#"{"type":"bool"}"#,
+            &[r#"{"type":"ffi.reflection.AccessPath"}"#, r#"{"type":"ffi.reflection.AccessPath"}"#],
+        ),
+        |a| {
+            let p = arg_obj("_is_prefix_of", a, 0, path_type())?;
+            let q = arg_obj("_is_prefix_of", a, 1, path_type())?;
+            Ok(Any::bool(is_prefix_of(&p, &q)))
+        },
+    );
+    reflect::def_method(
+        pt,
+        "_to_steps",
+        false,
+        &reflect::fn_schema(
+            r#"{"type":"ffi.Array","args":[{"type":"ffi.reflection.AccessStep"}]}"#,
+            &[r#"{"type":"ffi.reflection.AccessPath"}"#],
+        ),
+        |a| {
+            let p = arg_obj("_to_steps", a, 0, path_type())?;
+            Ok(Any::object(make_array(to_steps(&p).into_iter().map(Any::object).collect())))
+        },
+    );
+    reflect::def_method(
+        pt,
+        "_path_equal",
+        false,
+        &reflect::fn_schema(
+            r#"{"type":"bool"}"#,
+            &[r#"{"type":"ffi.reflection.AccessPath"}"#, r#"{"type":"ffi.reflection.AccessPath"}"#],
+        ),
+        |a| {
+            let p = arg_obj("_path_equal", a, 0, path_type())?;
+            let q = arg_obj("_path_equal", a, 1, path_type())?;
+            Ok(Any::bool(path_equal(&p, &q)))
+        },
+    );
 }
 
 #[cfg(test)]

@@ -146,3 +146,41 @@ mod tests {
         assert!(!any_equal(&arr, &make_array(vec![])));
     }
 }
+
+/// The objects a recursive walk is inside of: entering one twice is a cycle, reported as an
+/// error instead of recursing without end.
+#[derive(Default)]
+pub struct InProgress(std::cell::RefCell<std::collections::HashSet<usize>>);
+
+impl InProgress {
+    /// Runs `f` inside object `addr`; a `ValueError` naming `what` if `addr` is already entered.
+    pub fn run<T>(&self, addr: usize, what: &str, f: impl FnOnce() -> FfiResult<T>) -> FfiResult<T> {
+        if !self.0.borrow_mut().insert(addr) {
+            return Err(FfiError::value(format!("{what}: the value contains itself (a reference cycle)")));
+        }
+        let r = f();
+        self.0.borrow_mut().remove(&addr);
+        r
+    }
+}
+
+#[cfg(test)]
+mod cycle_tests {
+    use super::*;
+    use crate::tvmffi::containers::list;
+
+    #[test]
+    fn cycles_are_errors_not_crashes() {
+        let l = list::make_list(vec![Any::int(1)]);
+        list::list_append(&l, Any::object(l.clone())).unwrap();
+        let v = Any::object(l.clone());
+        let e = super::super::hash::structural_hash(&v, false, false).unwrap_err();
+        assert!(e.message().contains("cycle"), "{}", e.message());
+        let e = super::super::equal::structural_equal(&v, &v.clone(), false, false).unwrap_err();
+        assert!(e.message().contains("cycle"));
+        let e = crate::tvmffi::serialization::graph::to_json_graph(&v, &Any::none()).unwrap_err();
+        assert!(e.message().contains("Cycle"));
+        // break the cycle so the list can be freed
+        list::list_clear(&l).unwrap();
+    }
+}

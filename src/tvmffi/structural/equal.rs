@@ -105,6 +105,7 @@ pub struct Equal {
     lhs_to_rhs: RefCell<HashMap<usize, ObjectRef>>,
     rhs_to_lhs: RefCell<HashMap<usize, ObjectRef>>,
     keep: RefCell<Vec<ObjectRef>>,
+    active: cont::InProgress,
 }
 
 impl Equal {
@@ -117,6 +118,7 @@ impl Equal {
             lhs_to_rhs: RefCell::new(HashMap::new()),
             rhs_to_lhs: RefCell::new(HashMap::new()),
             keep: RefCell::new(Vec::new()),
+            active: cont::InProgress::default(),
         }
     }
 
@@ -161,11 +163,18 @@ impl Equal {
         match lt {
             ti::STR | ti::BYTES => Ok(cont::str_bytes(lhs, lt == ti::BYTES) == cont::str_bytes(rhs, lt == ti::BYTES)),
             ti::BIG_INT => Ok(l.same_as(&r) || super::hash::bigint_words(&l) == super::hash::bigint_words(&r)),
-            ti::ARRAY | ti::LIST => self.seq(cont::seq(&l), cont::seq(&r)),
-            ti::MAP | ti::DICT => self.map(&l, &r),
+            ti::ARRAY => self.seq(cont::seq(&l), cont::seq(&r)),
+            ti::MAP => self.map(&l, &r),
             ti::SHAPE => Ok(cont::shape(&l) == cont::shape(&r)),
             ti::TENSOR => self.tensor(&l, &r),
-            _ => self.object(&l, &r),
+            ti::LIST | ti::DICT => self.active.run(l.as_ptr() as usize, "StructuralEqual", || {
+                if lt == ti::LIST {
+                    self.seq(cont::seq(&l), cont::seq(&r))
+                } else {
+                    self.map(&l, &r)
+                }
+            }),
+            _ => self.active.run(l.as_ptr() as usize, "StructuralEqual", || self.object(&l, &r)),
         }
     }
 

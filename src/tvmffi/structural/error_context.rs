@@ -161,6 +161,7 @@ pub fn register(b: &mut Builder) {
         8,
         reflect::get_opt_object,
         ti::LIST,
+        r#"{"type":"ffi.List","args":[{"type":"ffi.Object"}]}"#,
     );
     reflect::def_field(
         t,
@@ -169,6 +170,7 @@ pub fn register(b: &mut Builder) {
         8,
         reflect::get_opt_object,
         ti::ANY,
+        r#"{"type":"Optional","args":[{"type":"ffi.Object"}]}"#,
     );
     b.add("ffi.VisitErrorContext.FindAccessPaths", |a| {
         let n = "ffi.VisitErrorContext.FindAccessPaths";

@@ -40,6 +40,7 @@ pub struct Hasher {
     free_vars: Cell<u32>,
     graph_nodes: Cell<u32>,
     memo: RefCell<HashMap<usize, (u64, ObjectRef)>>,
+    active: cont::InProgress,
 }
 
 impl Hasher {
@@ -51,6 +52,7 @@ impl Hasher {
             free_vars: Cell::new(0),
             graph_nodes: Cell::new(0),
             memo: RefCell::new(HashMap::new()),
+            active: cont::InProgress::default(),
         }
     }
 
@@ -73,15 +75,15 @@ impl Hasher {
             ti::STR | ti::BYTES => {
                 combine(t as u64, stable_hash_bytes(cont::str_bytes(v, t == ti::BYTES).unwrap_or_default()))
             }
-            ti::ARRAY | ti::LIST => {
+            ti::ARRAY | ti::LIST => self.active.run(o.as_ptr() as usize, "StructuralHash", || {
                 let items = cont::seq(&o);
                 let mut h = combine(reflect::type_key_hash(t), items.len() as u64);
                 for it in items {
                     h = combine(h, self.any(it)?);
                 }
-                h
-            }
-            ti::MAP | ti::DICT => self.map(&o)?,
+                Ok(h)
+            })?,
+            ti::MAP | ti::DICT => self.active.run(o.as_ptr() as usize, "StructuralHash", || self.map(&o))?,
             ti::SHAPE => {
                 let dims = cont::shape(&o);
                 dims.iter().fold(combine(reflect::type_key_hash(t), dims.len() as u64), |h, &d| combine(h, d as u64))
@@ -101,7 +103,7 @@ impl Hasher {
                 }
                 h
             }
-            _ => self.object(&o)?,
+            _ => self.active.run(o.as_ptr() as usize, "StructuralHash", || self.object(&o))?,
         })
     }
 

@@ -37,6 +37,7 @@ pub struct MutatorPayload {
     /// Variable (or DAG node) address -> (the variable, kept alive; its replacement, None when
     /// it stays as it is).
     remap: RefCell<HashMap<usize, (ObjectRef, Option<Any>)>>,
+    active: super::cont::InProgress,
 }
 
 // SAFETY: a mutator is used by the thread that runs its rewrite (Python holds it only inside
@@ -168,6 +169,12 @@ pub fn default_mutate(m: &ObjectRef, x: Any, owned: bool) -> Mutated {
         return Ok(None);
     }
     let o = x.as_object().expect("object");
+    let addr = o.as_ptr() as usize;
+    payload(m).active.run(addr, "structural mutate", || default_mutate_object(m, x.clone(), t, &o, owned))
+}
+
+fn default_mutate_object(m: &ObjectRef, x: Any, t: i32, o: &ObjectRef, owned: bool) -> Mutated {
+    let o = o.clone();
     match t {
         ti::ARRAY if owned => {
             // In place: the elements are ours to replace.
@@ -294,6 +301,7 @@ fn new_mutator(mode: Mode) -> ObjectRef {
             region: Cell::new(region::NONE),
             mode,
             remap: RefCell::new(HashMap::new()),
+            active: super::cont::InProgress::default(),
         },
     )
 }

@@ -174,7 +174,21 @@ pub fn def_metadata(type_index: i32, total_size: usize, seq_kind: i32) {
     );
 }
 
-/// Registers a read-only field at `offset` (from the object's start) with `getter`.
+/// The metadata JSON of a field or method: `{"type_schema": "<schema JSON>"}`.
+pub fn schema_metadata(schema: &str) -> String {
+    let mut out = b"{\"type_schema\":".to_vec();
+    crate::tvmffi::serialization::json::escape_string(schema.as_bytes(), &mut out);
+    out.push(b'}');
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// The schema of a function: `(params) -> ret`, each a schema JSON text.
+pub fn fn_schema(ret: &str, params: &[&str]) -> String {
+    format!(r#"{{"type":"ffi.Function","named_args":{{"return":[{ret}],"params":[{}]}}}}"#, params.join(","))
+}
+
+/// Registers a read-only field at `offset` (from the object's start) with `getter`; `schema`
+/// is its type schema JSON (`{"type":"int"}`).
 pub fn def_field(
     type_index: i32,
     name: &str,
@@ -182,12 +196,27 @@ pub fn def_field(
     size: usize,
     getter: crate::tvmffi::types::FieldGetter,
     static_type_index: i32,
+    schema: &str,
 ) {
+    def_field_flags(type_index, name, (offset, size), getter, static_type_index, schema, 0);
+}
+
+/// [`def_field`] with field flags (`FIELD_HAS_DEFAULT` gives it a default of None).
+pub fn def_field_flags(
+    type_index: i32,
+    name: &str,
+    (offset, size): (usize, usize),
+    getter: crate::tvmffi::types::FieldGetter,
+    static_type_index: i32,
+    schema: &str,
+    flags: i64,
+) {
+    let md = schema_metadata(schema);
     let info = TVMFFIFieldInfo {
         name: TVMFFIByteArray::of(name.as_bytes()),
         doc: TVMFFIByteArray::EMPTY,
-        metadata: TVMFFIByteArray::EMPTY,
-        flags: 0,
+        metadata: TVMFFIByteArray::of(md.as_bytes()),
+        flags,
         size: size as i64,
         alignment: size.min(8) as i64,
         offset: offset as i64,
@@ -199,18 +228,21 @@ pub fn def_field(
     let _ = types::register_field(type_index, &info);
 }
 
-/// Registers a method (a Rust closure; instance methods get `self` as argument 0).
+/// Registers a method (a Rust closure; instance methods get `self` as argument 0); `schema`
+/// is its function schema JSON (see [`fn_schema`]).
 pub fn def_method(
     type_index: i32,
     name: &str,
     is_static: bool,
+    schema: &str,
     f: impl Fn(&[TVMFFIAny]) -> FfiResult<Any> + Send + Sync + 'static,
 ) {
     let func = Any::object(crate::tvmffi::function::from_fn(f));
+    let md = schema_metadata(schema);
     let info = TVMFFIMethodInfo {
         name: TVMFFIByteArray::of(name.as_bytes()),
         doc: TVMFFIByteArray::EMPTY,
-        metadata: TVMFFIByteArray::EMPTY,
+        metadata: TVMFFIByteArray::of(md.as_bytes()),
         flags: if is_static { METHOD_STATIC } else { 0 },
         method: *func.raw(),
     };

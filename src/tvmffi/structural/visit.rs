@@ -65,6 +65,7 @@ pub struct VisitorPayload {
     vtable: *const std::ffi::c_void,
     region: Cell<i32>,
     mode: Mode,
+    active: cont::InProgress,
 }
 
 // SAFETY: a visitor is used by the thread that runs its visit (Python holds it only inside
@@ -198,6 +199,11 @@ pub fn default_visit(v: &ObjectRef, value: &Any) -> Visit {
         return Ok(None);
     }
     let o = value.as_object().expect("object");
+    payload(v).active.run(o.as_ptr() as usize, "structural visit", || default_visit_object(v, t, &o))
+}
+
+fn default_visit_object(v: &ObjectRef, t: i32, o: &ObjectRef) -> Visit {
+    let o = o.clone();
     match t {
         ti::ARRAY | ti::LIST => {
             for it in cont::seq(&o).to_vec() {
@@ -246,7 +252,15 @@ pub fn default_visit(v: &ObjectRef, value: &Any) -> Visit {
 }
 
 fn new_visitor(mode: Mode) -> ObjectRef {
-    make_object(visitor_type(), VisitorPayload { vtable: std::ptr::null(), region: Cell::new(region::NONE), mode })
+    make_object(
+        visitor_type(),
+        VisitorPayload {
+            vtable: std::ptr::null(),
+            region: Cell::new(region::NONE),
+            mode,
+            active: cont::InProgress::default(),
+        },
+    )
 }
 
 fn visitor_arg(name: &str, a: &[TVMFFIAny]) -> FfiResult<ObjectRef> {
