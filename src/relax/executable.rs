@@ -208,8 +208,9 @@ pub struct TensorConst {
     pub data: Vec<u8>,
 }
 
-/// A constant-pool entry.
-#[derive(Clone, Debug, PartialEq)]
+/// A constant-pool entry (equality compares floats by their bits, so that a NaN constant equals
+/// itself).
+#[derive(Clone, Debug)]
 pub enum Constant {
     /// A CPU tensor.
     Tensor(TensorConst),
@@ -223,6 +224,20 @@ pub enum Constant {
     Float(f64),
     /// A data type.
     DataType(DLDataType),
+}
+
+impl PartialEq for Constant {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Constant::Tensor(a), Constant::Tensor(b)) => a == b,
+            (Constant::Shape(a), Constant::Shape(b)) => a == b,
+            (Constant::Str(a), Constant::Str(b)) => a == b,
+            (Constant::Int(a), Constant::Int(b)) => a == b,
+            (Constant::Float(a), Constant::Float(b)) => a.to_bits() == b.to_bits(),
+            (Constant::DataType(a), Constant::DataType(b)) => a == b,
+            _ => false,
+        }
+    }
 }
 
 impl Constant {

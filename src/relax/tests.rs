@@ -268,6 +268,10 @@ fn handmade_executable_round_trips() {
     v1.magic = MAGIC_V1;
     v1.memory_scopes.clear();
     assert_eq!(Executable::load(&v1.save()).unwrap(), v1);
+    // A NaN constant reads back equal (found by the fuzzer: equality compares bits).
+    let mut nan = e.clone();
+    nan.constants.push(Constant::Float(f64::from_bits(0xFFFF_FFFF_FFFF_FFFE)));
+    assert_eq!(Executable::load(&nan.save()).unwrap(), nan);
 }
 
 #[test]
