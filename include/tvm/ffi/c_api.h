@@ -244,6 +244,20 @@ typedef enum {
 
 
 /**
+ * `TVMFFIByteArray`.
+ */
+typedef struct TVMFFIByteArray {
+  /**
+   * The bytes (may be null when `size` is 0).
+   */
+  const char *data;
+  /**
+   * How many.
+   */
+  size_t size;
+} TVMFFIByteArray;
+
+/**
  * `TVMFFIVersion`.
  */
 typedef struct TVMFFIVersion {
@@ -260,20 +274,6 @@ typedef struct TVMFFIVersion {
    */
   uint32_t patch;
 } TVMFFIVersion;
-
-/**
- * `TVMFFIByteArray`.
- */
-typedef struct TVMFFIByteArray {
-  /**
-   * The bytes (may be null when `size` is 0).
-   */
-  const char *data;
-  /**
-   * How many.
-   */
-  size_t size;
-} TVMFFIByteArray;
 
 /**
  * `TVMFFIMethodInfo`.
@@ -571,6 +571,24 @@ extern "C" {
 #endif // __cplusplus
 
 /**
+ * `TVMFFIBigIntFromByteArray`: whole 64-bit words (least significant first, native byte
+ * order) in, the canonical integer (an int when it fits) out.
+ *
+ * # Safety
+ * `input` is null or a valid byte array; `out` is null or writable.
+ */
+TVM_FFI_DLL int TVMFFIBigIntFromByteArray(const struct TVMFFIByteArray *input, TVMFFIAny *out);
+
+/**
+ * `TVMFFIBigIntGetContentByteArray`: the words of an int or BigInt cell (empty for anything
+ * else, or a null cell).
+ *
+ * # Safety
+ * `value` is null or a valid cell that outlives the returned view.
+ */
+TVM_FFI_DLL struct TVMFFIByteArray TVMFFIBigIntGetContentByteArray(const TVMFFIAny *value);
+
+/**
  * The tvm-ffi version this library implements (what apache-tvm-ffi 0.1.15.post2 reports).
  */
 TVM_FFI_DLL void TVMFFIGetVersion(struct TVMFFIVersion *out);
@@ -759,14 +777,6 @@ TVM_FFI_DLL struct TVMFFICustomAllocator *TVMFFIGetCustomAllocator(void);
 TVM_FFI_DLL int TVMFFISetCustomAllocator(struct TVMFFICustomAllocator *allocator);
 
 /**
- * Not implemented yet: the empty byte array.
- *
- * # Safety
- * None: the argument is not read.
- */
-TVM_FFI_DLL struct TVMFFIByteArray TVMFFIBigIntGetContentByteArray(const void *_value);
-
-/**
  * `TVMFFITypeGetOrAllocIndex`: the index of `type_key`, allocating one (in the parent's
  * reserved child slots when it has room) for a new key. -1 with a raised error on failure.
  *
@@ -835,6 +845,48 @@ TVM_FFI_DLL int TVMFFIDataTypeFromString(const struct TVMFFIByteArray *s, DLData
  * `dtype` valid; `out` writable.
  */
 TVM_FFI_DLL int TVMFFIDataTypeToString(const DLDataType *dtype, TVMFFIAny *out);
+
+/**
+ * `TVMFFITensorFromDLPack`: adopts a legacy DLPack tensor (ownership moves on success only).
+ *
+ * # Safety
+ * `from` is null or a live managed tensor; `out` is null or writable.
+ */
+TVM_FFI_DLL int TVMFFITensorFromDLPack(DLManagedTensor *from, int32_t require_alignment, int32_t require_contiguous, void **out);
+
+/**
+ * `TVMFFITensorFromDLPackVersioned`: adopts a versioned DLPack tensor (ownership moves on
+ * success only).
+ *
+ * # Safety
+ * `from` is null or a live managed tensor; `out` is null or writable.
+ */
+TVM_FFI_DLL int TVMFFITensorFromDLPackVersioned(DLManagedTensorVersioned *from, int32_t require_alignment, int32_t require_contiguous, void **out);
+
+/**
+ * `TVMFFITensorToDLPack`: a legacy managed tensor holding a reference to the tensor.
+ *
+ * # Safety
+ * `from` is null or a live object; `out` is null or writable.
+ */
+TVM_FFI_DLL int TVMFFITensorToDLPack(void *from, DLManagedTensor **out);
+
+/**
+ * `TVMFFITensorToDLPackVersioned`: a versioned managed tensor holding a reference.
+ *
+ * # Safety
+ * `from` is null or a live object; `out` is null or writable.
+ */
+TVM_FFI_DLL int TVMFFITensorToDLPackVersioned(void *from, DLManagedTensorVersioned **out);
+
+/**
+ * `TVMFFITensorCreateUnsafeView`: a tensor over `prototype` that keeps `source` alive.
+ *
+ * # Safety
+ * `source` is null or a live object; `prototype` is null or a valid DLTensor; `out` is null or
+ * writable.
+ */
+TVM_FFI_DLL int TVMFFITensorCreateUnsafeView(void *source, const DLTensor *prototype, void **out);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -55,6 +55,42 @@ TVM_FFI_DLL int TVMFFIEnvCheckSignals(void);
  */
 TVM_FFI_DLL int TVMFFIEnvRegisterCAPI(const char *name, void *symbol);
 
+/**
+ * `TVMFFIEnvModLookupFromImports`: a function (borrowed, kept by the module) from the module's
+ * imports or the global registry.
+ *
+ * # Safety
+ * `library_ctx` is null or the handle this library wrote into `__tvm_ffi__library_ctx`;
+ * `func_name` is null or NUL-terminated; `out` is null or writable.
+ */
+TVM_FFI_DLL int TVMFFIEnvModLookupFromImports(void *library_ctx, const char *func_name, void **out);
+
+/**
+ * `TVMFFIEnvModRegisterContextSymbol`: written into variable `name` of each library loaded
+ * later.
+ *
+ * # Safety
+ * `name` is null or NUL-terminated.
+ */
+TVM_FFI_DLL int TVMFFIEnvModRegisterContextSymbol(const char *name, void *symbol);
+
+/**
+ * `TVMFFIEnvModRegisterSystemLibSymbol`: a symbol of the system library (called from static
+ * initializers, before anything else).
+ *
+ * # Safety
+ * `name` is null or NUL-terminated.
+ */
+TVM_FFI_DLL int TVMFFIEnvModRegisterSystemLibSymbol(const char *name, void *symbol);
+
+/**
+ * `TVMFFIEnvTensorAlloc`: a tensor like `prototype` from the environment's DLPack allocator.
+ *
+ * # Safety
+ * `prototype` is null or a valid DLTensor; `out` is null or writable.
+ */
+TVM_FFI_DLL int TVMFFIEnvTensorAlloc(DLTensor *prototype, void **out);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus
