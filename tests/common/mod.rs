@@ -166,7 +166,10 @@ pub fn out_dir() -> PathBuf {
 pub fn ptxas_check(ptx: &str, what: &str) {
     let Some(ptxas) = std::env::var_os("TVMRT_PTXAS") else { return };
     let arch = std::env::var("TVMRT_PTXAS_ARCH").unwrap_or_else(|_| "sm_90".into());
+    #[cfg(feature = "cuda")]
     let text = tvm_runtime::device::cuda::libdevice::define_externs(ptx).unwrap_or_else(|| ptx.to_owned());
+    #[cfg(not(feature = "cuda"))]
+    let text = ptx.to_owned();
     static SEQ: AtomicUsize = AtomicUsize::new(0);
     let path =
         out_dir().join(format!("ptxas-{what}-{}-{}.ptx", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed)));
