@@ -728,11 +728,20 @@ pub fn tvm_ffi_tensor_import(data: &[u8]) {
             dl_tensor: dl,
         };
         // SAFETY: a valid managed tensor whose data is never read; `out` is writable.
-        unsafe { tvm_runtime::tvmffi::exports::tensor::TVMFFITensorFromDLPackVersioned(&mut m, align, contiguous as i32, &mut out) }
+        unsafe {
+            tvm_runtime::tvmffi::exports::tensor::TVMFFITensorFromDLPackVersioned(
+                &mut m,
+                align,
+                contiguous as i32,
+                &mut out,
+            )
+        }
     } else {
         let mut m = DLManagedTensor { dl_tensor: dl, manager_ctx: std::ptr::null_mut(), deleter: Some(del) };
         // SAFETY: as above.
-        unsafe { tvm_runtime::tvmffi::exports::tensor::TVMFFITensorFromDLPack(&mut m, align, contiguous as i32, &mut out) }
+        unsafe {
+            tvm_runtime::tvmffi::exports::tensor::TVMFFITensorFromDLPack(&mut m, align, contiguous as i32, &mut out)
+        }
     };
     if rc != 0 {
         assert_eq!(DELETED.load(Ordering::SeqCst), 0, "a refused tensor was released");

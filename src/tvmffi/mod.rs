@@ -9,6 +9,7 @@
 
 pub mod abi;
 pub mod any;
+pub mod backtrace;
 pub mod bigint;
 pub mod containers;
 pub mod dataclass;

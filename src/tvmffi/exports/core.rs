@@ -19,8 +19,11 @@ pub struct TVMFFIVersion {
 }
 
 /// The tvm-ffi version this library implements (what apache-tvm-ffi 0.1.15.post2 reports).
+///
+/// # Safety
+/// `out` is null or writable.
 #[no_mangle]
-pub extern "C" fn TVMFFIGetVersion(out: *mut TVMFFIVersion) {
+pub unsafe extern "C" fn TVMFFIGetVersion(out: *mut TVMFFIVersion) {
     // SAFETY: the caller passes a writable TVMFFIVersion (null is ignored).
     if let Some(o) = unsafe { out.as_mut() } {
         *o = TVMFFIVersion { major: 0, minor: 1, patch: 16 };
@@ -423,8 +426,9 @@ thread_local! {
         const { std::cell::RefCell::new((Vec::new(), TVMFFIByteArray::EMPTY)) };
 }
 
-/// `TVMFFIBacktrace`: the frame of the caller, as tvm-ffi formats one (`  File "f", line n, in
-/// func`). This library does not unwind native stacks; the text names the given location only.
+/// `TVMFFIBacktrace`: the given frame, then the native frames of the caller's callers up to the
+/// FFI boundary (past it with `cross_ffi_boundary`), in tvm-ffi's text form; the text lives until
+/// this thread's next call.
 ///
 /// # Safety
 /// `filename` and `func` are null or NUL-terminated.
@@ -433,20 +437,19 @@ pub unsafe extern "C" fn TVMFFIBacktrace(
     filename: *const c_char,
     lineno: c_int,
     func: *const c_char,
-    _cross_ffi_boundary: c_int,
+    cross_ffi_boundary: c_int,
 ) -> *const TVMFFIByteArray {
     // SAFETY: by contract.
     let (f, fun) = unsafe { (cstr(filename), cstr(func)) };
+    let text = std::panic::catch_unwind(|| {
+        let s = |b: &[u8]| (!b.is_empty()).then(|| String::from_utf8_lossy(b).into_owned());
+        let (f, fun) = (s(f), s(fun));
+        crate::tvmffi::backtrace::capture(f.as_deref(), lineno as i64, fun.as_deref(), cross_ffi_boundary != 0)
+    })
+    .unwrap_or_default();
     BACKTRACE.with(|b| {
         let mut b = b.borrow_mut();
-        b.0.clear();
-        if !f.is_empty() {
-            b.0.extend_from_slice(b"  File \"");
-            b.0.extend_from_slice(f);
-            b.0.extend_from_slice(format!("\", line {lineno}, in ").as_bytes());
-            b.0.extend_from_slice(if fun.is_empty() { b"<unknown>" } else { fun });
-            b.0.push(b'\n');
-        }
+        b.0 = text;
         b.1 = TVMFFIByteArray::of(&b.0);
         &b.1 as *const TVMFFIByteArray
     })
