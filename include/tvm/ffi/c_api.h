@@ -590,6 +590,9 @@ TVM_FFI_DLL struct TVMFFIByteArray TVMFFIBigIntGetContentByteArray(const TVMFFIA
 
 /**
  * The tvm-ffi version this library implements (what apache-tvm-ffi 0.1.15.post2 reports).
+ *
+ * # Safety
+ * `out` is null or writable.
  */
 TVM_FFI_DLL void TVMFFIGetVersion(struct TVMFFIVersion *out);
 
@@ -738,13 +741,14 @@ TVM_FFI_DLL int TVMFFIStringFromByteArray(const struct TVMFFIByteArray *input, T
 TVM_FFI_DLL int TVMFFIBytesFromByteArray(const struct TVMFFIByteArray *input, TVMFFIAny *out);
 
 /**
- * `TVMFFIBacktrace`: the frame of the caller, as tvm-ffi formats one (`  File "f", line n, in
- * func`). This library does not unwind native stacks; the text names the given location only.
+ * `TVMFFIBacktrace`: the given frame, then the native frames of the caller's callers up to the
+ * FFI boundary (past it with `cross_ffi_boundary`), in tvm-ffi's text form; the text lives until
+ * this thread's next call.
  *
  * # Safety
  * `filename` and `func` are null or NUL-terminated.
  */
-TVM_FFI_DLL const struct TVMFFIByteArray *TVMFFIBacktrace(const char *filename, int lineno, const char *func, int _cross_ffi_boundary);
+TVM_FFI_DLL const struct TVMFFIByteArray *TVMFFIBacktrace(const char *filename, int lineno, const char *func, int cross_ffi_boundary);
 
 /**
  * `TVMFFIHandleInitOnce`: runs `init` once per handle slot.
