@@ -649,6 +649,9 @@ struct Registry {
 
 static REGISTRY: AtomicPtr<Registry> = AtomicPtr::new(std::ptr::null_mut());
 static ATFORK: Once = Once::new();
+/// Registries that lost the start-up race: never used, kept reachable (leak checkers would
+/// otherwise report them; freeing a pool is not supported).
+static LOST_RACE: std::sync::Mutex<Vec<&'static Registry>> = std::sync::Mutex::new(Vec::new());
 
 /// `pthread_atfork` child handler: the child has none of the parent's workers, so it forgets
 /// every pool (leaking them) and builds new ones on its next launch. Async-signal-safe.
@@ -667,9 +670,12 @@ fn new_registry(slots: usize) -> &'static Registry {
     let ptr = (fresh as *const Registry).cast_mut();
     match REGISTRY.compare_exchange(std::ptr::null_mut(), ptr, Ordering::AcqRel, Ordering::Acquire) {
         Ok(_) => fresh,
-        // Lost a start-up race: use the winner's (ours stays leaked; it has no threads).
-        // SAFETY: only pointers to leaked, never freed registries are stored in REGISTRY.
-        Err(winner) => unsafe { &*winner },
+        // Lost a start-up race: use the winner's (ours, which has no threads, is kept aside).
+        Err(winner) => {
+            LOST_RACE.lock().unwrap_or_else(|e| e.into_inner()).push(fresh);
+            // SAFETY: only pointers to leaked, never freed registries are stored in REGISTRY.
+            unsafe { &*winner }
+        }
     }
 }
 
