@@ -32,6 +32,7 @@ pub mod relax;
 #[cfg(feature = "rpc")]
 pub mod rpc;
 pub mod threading;
+#[cfg(feature = "tvm-ffi")]
 pub mod tvmffi;
 pub mod value;
 #[cfg(feature = "vm")]
