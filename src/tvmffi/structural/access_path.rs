@@ -165,95 +165,10 @@ fn ext(name: &'static str, kind: i32, key_ti: Option<i32>) -> impl Fn(&[TVMFFIAn
     }
 }
 
-fn repr_text(fn_repr: &ObjectRef, v: &Any) -> FfiResult<String> {
-    let r = crate::tvmffi::function::call_any(fn_repr, std::slice::from_ref(v))?;
-    r.as_str().map(str::to_string).ok_or_else(|| FfiError::type_error("repr did not return a str"))
-}
-
-/// tvm-ffi's repr of a step: `.name`, `[3]`, `["key"]`, `[<missing:...>]`.
-fn step_repr(step: &ObjectRef, fn_repr: &ObjectRef) -> FfiResult<String> {
-    let p = step_of(step);
-    let int = || p.key.as_i64().unwrap_or(0);
-    Ok(match p.kind {
-        step_kind::ATTR => format!(".{}", p.key.as_str().unwrap_or_default()),
-        step_kind::ARRAY_ITEM => format!("[{}]", int()),
-        step_kind::MAP_ITEM => format!("[{}]", repr_text(fn_repr, &p.key)?),
-        step_kind::ARRAY_ITEM_MISSING => format!("[<missing:{}>]", int()),
-        _ => format!("[<missing:{}>]", repr_text(fn_repr, &p.key)?),
-    })
-}
-
-fn def_repr(type_index: i32, f: impl Fn(&ObjectRef, &ObjectRef) -> FfiResult<String> + Send + Sync + 'static) {
-    let func = crate::tvmffi::function::from_fn(move |a| {
-        let o = arg_any("__ffi_repr__", a, 0)?.as_object().filter(|o| o.type_index() == type_index);
-        let o = o.ok_or_else(|| FfiError::type_error("__ffi_repr__: wrong object type"))?;
-        let r = arg_any("__ffi_repr__", a, 1)?.as_object().filter(|f| f.type_index() == ti::FUNCTION);
-        let r = r.ok_or_else(|| FfiError::type_error("__ffi_repr__: expects a repr function"))?;
-        Ok(Any::string(&f(&o, &r)?))
-    });
-    let _ = crate::tvmffi::types::register_attr(type_index, "__ffi_repr__", Any::object(func).raw());
-}
-
-/// Registers the fields and methods of the two types.
+/// Registers the methods of the two types. Their fields, metadata, creators and repr are
+/// registered once, by `dataclass::access_path` (which runs first).
 pub fn register_types() {
-    let st = step_type();
-    reflect::def_metadata(st, 24 + std::mem::size_of::<StepPayload>(), reflect::kind::CONST_TREE_NODE);
-    reflect::def_field(
-        st,
-        "kind",
-        24 + std::mem::offset_of!(StepPayload, kind),
-        4,
-        reflect::get_i32,
-        ti::INT,
-        r#"{"type":"int"}"#,
-    );
-    reflect::def_field(
-        st,
-        "key",
-        24 + std::mem::offset_of!(StepPayload, key),
-        16,
-        reflect::get_any,
-        ti::ANY,
-        r#"{"type":"Any"}"#,
-    );
     let pt = path_type();
-    reflect::def_metadata(pt, 24 + std::mem::size_of::<PathPayload>(), reflect::kind::CONST_TREE_NODE);
-    let off = |o: usize| 24 + o;
-    reflect::def_field(
-        pt,
-        "parent",
-        off(std::mem::offset_of!(PathPayload, parent)),
-        8,
-        reflect::get_opt_object,
-        ti::ANY,
-        r#"{"type":"Optional","args":[{"type":"ffi.Object"}]}"#,
-    );
-    reflect::def_field(
-        pt,
-        "step",
-        off(std::mem::offset_of!(PathPayload, step)),
-        8,
-        reflect::get_opt_object,
-        ti::ANY,
-        r#"{"type":"Optional","args":[{"type":"ffi.reflection.AccessStep"}]}"#,
-    );
-    reflect::def_field(
-        pt,
-        "depth",
-        off(std::mem::offset_of!(PathPayload, depth)),
-        4,
-        reflect::get_i32,
-        ti::INT,
-        r#"{"type":"int"}"#,
-    );
-    def_repr(st, step_repr);
-    def_repr(pt, |p, r| {
-        let mut s = String::from("<root>");
-        for step in to_steps(p) {
-            s.push_str(&repr_text(r, &Any::object(step))?);
-        }
-        Ok(s)
-    });
     reflect::def_method(pt, "_root", true, &reflect::fn_schema(r#"{"type":"ffi.reflection.AccessPath"}"#, &[]), |_| {
         Ok(Any::object(root()))
     });
