@@ -6,11 +6,26 @@
 //!   bytecode), checked at load so that an interpreter never meets a bad index;
 //! - [`text`]: its `as_text` and `stats` strings, as TVM prints them.
 //!
-//! Both are pure, safe Rust over byte slices; neither loads a library nor makes tvm-ffi objects.
+//! - [`vm`]: the interpreter, over tvm-ffi objects ([`objects`]: storage and closures);
+//! - [`builtins`]: the `vm.builtin.*` globals the compiler emits;
+//! - [`vm_module`]: the `relax.VMExecutable` and `relax.VirtualMachine` modules and the loader
+//!   `ffi.Module.load_from_bytes.relax.VMExecutable` that `__tvm_ffi__library_bin` calls.
+//!
+//! The parsers are pure, safe Rust over byte slices.
 
+pub mod builtins;
 pub mod executable;
 pub mod format;
+pub mod objects;
 pub mod text;
+pub mod vm;
+pub mod vm_module;
+
+/// Adds the Relax VM's globals to the tvm-ffi registry.
+pub fn register(b: &mut crate::tvmffi::registry::Builder) {
+    builtins::register(b);
+    vm_module::register(b);
+}
 
 #[cfg(test)]
 mod tests;

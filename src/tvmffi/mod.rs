@@ -11,6 +11,7 @@ pub mod abi;
 pub mod any;
 pub mod backtrace;
 pub mod bigint;
+pub mod classic_bridge;
 pub mod containers;
 pub mod dataclass;
 pub mod dtype;

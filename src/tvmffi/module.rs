@@ -78,6 +78,8 @@ pub struct ModulePayload {
     _cache_slot: *mut c_void,
     /// What the functions come from (`None` for a module of imports only).
     lib: Option<Library>,
+    /// A module implemented in Rust (the Relax VM's executable and machines).
+    native: Option<Box<dyn NativeModule>>,
     /// Guards import changes and the lookup cache; replaced import arrays are kept until the
     /// module goes (a reader may still hold the old pointer).
     state: Mutex<State>,
@@ -99,14 +101,44 @@ impl Drop for ModulePayload {
 
 static MODULE_DELETER: AtomicUsize = AtomicUsize::new(0);
 
+/// A module whose functions are Rust code (C++'s `ModuleObj` subclasses: the Relax VM's
+/// `relax.VMExecutable` and `relax.VirtualMachine`).
+pub trait NativeModule: Send + Sync + 'static {
+    /// `ModuleObj::kind()`.
+    fn kind(&self) -> &str;
+    /// The module's own function `name`; `this` is the module object (a function may hold it).
+    fn get_function(&self, this: &ObjectRef, name: &str) -> FfiResult<Option<ObjectRef>>;
+    /// `ModuleObj::GetPropertyMask()`.
+    fn property_mask(&self) -> i64 {
+        0
+    }
+    /// For downcasting to the implementation.
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
 /// Makes a module over `lib`.
 pub fn make_module(lib: Option<Library>) -> ObjectRef {
+    make_module_with(lib, None)
+}
+
+/// Makes a module implemented in Rust.
+pub fn make_native_module(native: Box<dyn NativeModule>) -> ObjectRef {
+    make_module_with(None, Some(native))
+}
+
+/// The Rust implementation of a module made by [`make_native_module`].
+pub fn native<T: 'static>(m: &ObjectRef) -> Option<&T> {
+    payload(m).ok()?.native.as_ref()?.as_any().downcast_ref::<T>()
+}
+
+fn make_module_with(lib: Option<Library>, native: Option<Box<dyn NativeModule>>) -> ObjectRef {
     let m = make_object(
         ti::MODULE,
         ModulePayload {
             imports: AtomicPtr::new(make_array(Vec::new()).into_raw()),
             _cache_slot: std::ptr::null_mut(),
             lib,
+            native,
             state: Mutex::new(State::default()),
         },
     );
@@ -140,6 +172,14 @@ pub fn imports(m: &ObjectRef) -> FfiResult<Vec<ObjectRef>> {
     Ok(seq_items(&arr).iter().filter_map(|a| a.as_object()).collect())
 }
 
+/// Replaces a module's imports.
+pub fn replace_imports(m: &ObjectRef, items: Vec<ObjectRef>) -> FfiResult<()> {
+    let p = payload(m)?;
+    let mut st = p.state.lock();
+    set_imports(p, &mut st, items);
+    Ok(())
+}
+
 fn set_imports(p: &ModulePayload, state: &mut State, items: Vec<ObjectRef>) {
     let new = make_array(items.into_iter().map(Any::object).collect());
     let old = p.imports.swap(new.into_raw(), Ordering::AcqRel);
@@ -153,6 +193,9 @@ fn set_imports(p: &ModulePayload, state: &mut State, items: Vec<ObjectRef>) {
 /// `ModuleObj::GetFunction(name)`: the module's own function.
 fn own_function(m: &ObjectRef, name: &str) -> FfiResult<Option<ObjectRef>> {
     let p = payload(m)?;
+    if let Some(n) = &p.native {
+        return n.get_function(m, name);
+    }
     let Some(lib) = &p.lib else { return Ok(None) };
     let Some(addr) = lib.function_symbol(name) else { return Ok(None) };
     // SAFETY: `__tvm_ffi_<name>` symbols are TVMFFISafeCallType functions by convention.
@@ -272,9 +315,28 @@ pub unsafe fn lookup_from_imports(ctx: *mut TVMFFIObject, name: &str) -> FfiResu
     Ok(ptr)
 }
 
+/// The context symbols, starting with those TVM's runtime registers at start-up (`module.cc`):
+/// the C functions that compiled kernels call through `__<name>` pointer variables.
 fn context_symbols() -> &'static Mutex<Vec<(String, usize)>> {
     static T: OnceLock<Mutex<Vec<(String, usize)>>> = OnceLock::new();
-    T.get_or_init(Mutex::default)
+    T.get_or_init(|| {
+        use super::exports::core::{TVMFFIErrorSetRaisedFromCStr, TVMFFIFunctionCall, TVMFFIHandleInitOnce};
+        use super::exports::module::TVMFFIEnvModLookupFromImports;
+        use crate::ffi::backend::{
+            TVMBackendAllocWorkspace, TVMBackendFreeWorkspace, TVMBackendParallelBarrier, TVMBackendParallelLaunch,
+        };
+        let builtin: [(&str, usize); 8] = [
+            ("__TVMFFIFunctionCall", TVMFFIFunctionCall as *const () as usize),
+            ("__TVMFFIErrorSetRaisedFromCStr", TVMFFIErrorSetRaisedFromCStr as *const () as usize),
+            ("__TVMFFIEnvModLookupFromImports", TVMFFIEnvModLookupFromImports as *const () as usize),
+            ("__TVMFFIHandleInitOnce", TVMFFIHandleInitOnce as *const () as usize),
+            ("__TVMBackendAllocWorkspace", TVMBackendAllocWorkspace as *const () as usize),
+            ("__TVMBackendFreeWorkspace", TVMBackendFreeWorkspace as *const () as usize),
+            ("__TVMBackendParallelLaunch", TVMBackendParallelLaunch as *const () as usize),
+            ("__TVMBackendParallelBarrier", TVMBackendParallelBarrier as *const () as usize),
+        ];
+        Mutex::new(builtin.iter().map(|&(n, f)| (n.to_owned(), f)).collect())
+    })
 }
 
 /// `TVMFFIEnvModRegisterContextSymbol`: every library loaded later gets `symbol` written into
@@ -463,12 +525,16 @@ pub fn register(b: &mut Builder) {
         expect_args("ffi.ModuleGetPropertyMask", a, 1)?;
         let m = arg_module("ffi.ModuleGetPropertyMask", a, 0)?;
         let p = payload(&m)?;
-        Ok(Any::int(if p.lib.is_some() { PROPERTY_BINARY_SERIALIZABLE | PROPERTY_RUNNABLE } else { 0 }))
+        Ok(Any::int(match (&p.lib, &p.native) {
+            (_, Some(n)) => n.property_mask(),
+            (Some(_), None) => PROPERTY_BINARY_SERIALIZABLE | PROPERTY_RUNNABLE,
+            (None, None) => 0,
+        }))
     });
     b.add("ffi.ModuleGetKind", |a| {
         expect_args("ffi.ModuleGetKind", a, 1)?;
-        payload(&arg_module("ffi.ModuleGetKind", a, 0)?)?;
-        Ok(Any::string("library"))
+        let m = arg_module("ffi.ModuleGetKind", a, 0)?;
+        Ok(Any::string(payload(&m)?.native.as_ref().map_or("library", |n| n.kind())))
     });
     b.add("ffi.ModuleGetWriteFormats", |a| {
         expect_args("ffi.ModuleGetWriteFormats", a, 1)?;

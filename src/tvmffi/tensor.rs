@@ -306,6 +306,32 @@ pub unsafe fn create_view(source: *mut TVMFFIObject, prototype: *const DLTensor)
     Ok(make_object(ti::TENSOR, TensorPayload { dl, dims: own, owner: Owner::View(src) }))
 }
 
+/// A compact tensor over memory that `owner` holds (`data` plus `byte_offset`): the tensor
+/// keeps `owner` alive (the Relax VM's tensors carved out of a `vm.Storage` block). The caller
+/// checked that the extent fits in the owner's memory.
+pub fn in_owner(
+    owner: ObjectRef,
+    data: *mut std::ffi::c_void,
+    byte_offset: u64,
+    shape: &[i64],
+    dtype: DLDataType,
+    device: DLDevice,
+) -> ObjectRef {
+    let n = shape.len();
+    let mut own: Box<[i64]> = shape.iter().copied().chain(compact_strides(shape)).collect();
+    let dl = DLTensor {
+        data,
+        device,
+        ndim: n as i32,
+        dtype,
+        shape: own.as_mut_ptr(),
+        // SAFETY: `own` holds 2n values.
+        strides: unsafe { own.as_mut_ptr().add(n) },
+        byte_offset,
+    };
+    make_object(ti::TENSOR, TensorPayload { dl, dims: own, owner: Owner::View(owner) })
+}
+
 /// A new tensor on `device` made by the classic runtime's device allocator (contents
 /// uninitialized): the array lives as long as the tensor.
 pub fn empty(shape: &[i64], dtype: DLDataType, device: DLDevice) -> FfiResult<ObjectRef> {

@@ -5,7 +5,7 @@
 mod bigint;
 pub mod core;
 mod env;
-mod module;
+pub mod module;
 mod reflection;
 pub mod tensor;
 

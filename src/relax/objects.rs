@@ -1,0 +1,138 @@
+//! The tvm-ffi objects of the Relax VM: `vm.Storage` (a block from an allocator, which tensors
+//! are carved out of) and `relax.vm.Closure` (a function name and its implementation, which
+//! takes the VM as its first argument).
+//!
+//! The allocators are the Relay VM's ([`crate::vm::memory::Allocator`]): naive or pooled by
+//! page-rounded size, one set per virtual machine.
+
+use crate::abi::{DLDataType, DLDevice};
+use crate::tvmffi::any::Any;
+use crate::tvmffi::object::{make_object, ObjectRef};
+use crate::tvmffi::{ti, types, FfiError, FfiResult};
+use crate::vm::memory::Allocator;
+use std::ffi::c_void;
+use std::sync::{Arc, OnceLock};
+
+fn type_index(key: &'static str, cell: &'static OnceLock<i32>) -> i32 {
+    *cell.get_or_init(|| {
+        types::get_or_alloc_index(key, -1, 1, 0, false, ti::OBJECT)
+            .unwrap_or_else(|e| panic!("registering {key}: {}", e.message()))
+    })
+}
+
+/// The type index of `vm.Storage`.
+pub fn storage_index() -> i32 {
+    static I: OnceLock<i32> = OnceLock::new();
+    type_index("vm.Storage", &I)
+}
+
+/// The type index of `relax.vm.Closure`.
+pub fn closure_index() -> i32 {
+    static I: OnceLock<i32> = OnceLock::new();
+    type_index("relax.vm.Closure", &I)
+}
+
+/// The payload of a `vm.Storage`: one block of an allocator, returned to it when the object
+/// goes (after every tensor carved out of it, which hold the storage).
+pub struct Storage {
+    data: *mut c_void,
+    size: usize,
+    alignment: usize,
+    device: DLDevice,
+    alloc: Arc<Allocator>,
+}
+
+// SAFETY: the block is device memory this object owns; the pointer is only handed to tensors
+// and given back to the (thread-safe) allocator once, in Drop.
+unsafe impl Send for Storage {}
+// SAFETY: as above; the payload is never mutated.
+unsafe impl Sync for Storage {}
+
+impl Drop for Storage {
+    fn drop(&mut self) {
+        self.alloc.free(self.data, self.size, self.alignment);
+    }
+}
+
+/// `ffi::GetDataSize`: bytes of `numel` elements of `dtype` (lanes included, bits rounded up).
+pub fn data_size(shape: &[i64], dtype: DLDataType) -> FfiResult<usize> {
+    let mut n: u128 = 1;
+    for &d in shape {
+        let d = u128::try_from(d).map_err(|_| FfiError::value(format!("shape {shape:?} has a negative extent")))?;
+        n = n.saturating_mul(d);
+    }
+    let bits = n.saturating_mul(u128::from(dtype.bits)).saturating_mul(u128::from(dtype.lanes));
+    usize::try_from(bits.div_ceil(8))
+        .ok()
+        .filter(|&b| b <= isize::MAX as usize)
+        .ok_or_else(|| FfiError::value(format!("a tensor of shape {shape:?} is too large")))
+}
+
+/// Allocates a storage block of `nbytes` from `alloc`.
+pub fn alloc_storage(alloc: &Arc<Allocator>, nbytes: usize, dtype_hint: DLDataType) -> FfiResult<ObjectRef> {
+    let alignment = crate::device::data_alignment(dtype_hint);
+    let (data, size) = alloc
+        .alloc(nbytes, alignment, dtype_hint)
+        .map_err(|e| FfiError::runtime(format!("vm.builtin.alloc_storage: cannot allocate {nbytes} bytes: {e}")))?;
+    let device = alloc.device();
+    Ok(make_object(storage_index(), Storage { data, size, alignment, device, alloc: alloc.clone() }))
+}
+
+/// The payload of a storage object, or a type error naming `what`.
+pub fn as_storage<'a>(o: &'a ObjectRef, what: &str) -> FfiResult<&'a Storage> {
+    if o.type_index() != storage_index() {
+        return Err(FfiError::type_error(format!(
+            "{what}: expected vm.Storage but got {}",
+            types::type_key(o.type_index())
+        )));
+    }
+    // SAFETY: objects of this type index are made by `alloc_storage` with this payload.
+    Ok(unsafe { o.payload::<Storage>() })
+}
+
+/// `StorageObj::AllocTensor`: a tensor at `offset` of the block.
+pub fn alloc_tensor(storage: &ObjectRef, offset: i64, shape: &[i64], dtype: DLDataType) -> FfiResult<ObjectRef> {
+    let s = as_storage(storage, "vm.builtin.alloc_tensor")?;
+    crate::value::dtype::check_alloc_dtype(dtype)?;
+    let need = data_size(shape, dtype)?;
+    let fits = u64::try_from(offset).ok().and_then(|o| o.checked_add(need as u64)).is_some_and(|e| e <= s.size as u64);
+    if !fits {
+        return Err(FfiError::value(format!(
+            "storage allocation failure, attempted to allocate {need} at offset {offset} in region that is {}bytes",
+            s.size
+        )));
+    }
+    Ok(crate::tvmffi::tensor::in_owner(storage.clone(), s.data, offset as u64, shape, dtype, s.device))
+}
+
+/// The payload of a `relax.vm.Closure`.
+pub struct Closure {
+    /// The function's name.
+    pub func_name: String,
+    /// `impl(vm, args...)`.
+    pub imp: ObjectRef,
+}
+
+/// A new closure.
+pub fn make_closure(func_name: &str, imp: ObjectRef) -> ObjectRef {
+    make_object(closure_index(), Closure { func_name: func_name.to_owned(), imp })
+}
+
+/// The payload of a closure object, if it is one.
+pub fn as_closure(o: &ObjectRef) -> Option<&Closure> {
+    // SAFETY: objects of this type index are made by `make_closure` with this payload.
+    (o.type_index() == closure_index()).then(|| unsafe { o.payload::<Closure>() })
+}
+
+/// A function that calls `func` with `last` appended to its arguments
+/// (`VMClosure::BindLastArgs`).
+pub fn bind_last_args(func: ObjectRef, last: Vec<Any>) -> ObjectRef {
+    let last = crate::relax::vm::SendAnys(last);
+    crate::tvmffi::function::from_fn(move |args| {
+        let last = last.items();
+        let mut all: Vec<_> = Vec::with_capacity(args.len() + last.len());
+        all.extend_from_slice(args);
+        all.extend(last.iter().map(|a| *a.raw()));
+        crate::tvmffi::function::call(&func, &all)
+    })
+}
