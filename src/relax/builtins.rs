@@ -61,6 +61,26 @@ fn dtype(name: &str, a: Args, i: usize) -> FfiResult<DLDataType> {
     }
 }
 
+/// An error-context argument, read only when an error is written.
+#[derive(Clone, Copy)]
+struct Ctx<'a>(Args<'a>, usize);
+
+impl std::fmt::Display for Ctx<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&opt_str(self.0, self.1))
+    }
+}
+
+/// Whether a memory-scope argument is absent, None, empty or "global".
+fn is_global_scope(a: Args, i: usize) -> bool {
+    match a.get(i) {
+        None => true,
+        Some(v) if v.type_index == ti::NONE => true,
+        // SAFETY: a valid view.
+        Some(v) => matches!(unsafe { string::view_str_bytes(v) }, Some(b"" | b"global")),
+    }
+}
+
 /// An optional string argument (None or missing gives "").
 fn opt_str(a: Args, i: usize) -> String {
     a.get(i)
@@ -138,7 +158,24 @@ const ASSERT_EQUAL_TO_LOAD: i64 = 3;
 const USE_IMM: i64 = 0;
 const LOAD_SHAPE: i64 = 1;
 
-fn match_value(name: &str, heap: &mut Heap, code: i64, reg: i64, value: i64, what: &str, ctx: &str) -> FfiResult<()> {
+/// `shape[i]` in messages.
+struct Dim(usize);
+
+impl std::fmt::Display for Dim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "shape[{}]", self.0)
+    }
+}
+
+fn match_value(
+    name: &str,
+    heap: &mut Heap,
+    code: i64,
+    reg: i64,
+    value: i64,
+    what: impl std::fmt::Display,
+    ctx: Ctx,
+) -> FfiResult<()> {
     match code {
         ASSERT_EQUAL_TO_IMM if value != reg => Err(FfiError::runtime(format!(
             "{ctx} match_cast error,  {what} mismatch to specified constant: {value} vs {reg}"
@@ -185,7 +222,7 @@ fn match_shape(a: Args) -> FfiResult<Any> {
             a.len()
         )));
     }
-    let ctx = opt_str(a, 3 + 2 * size);
+    let ctx = Ctx(a, 3 + 2 * size);
     if shape.len() != size {
         return Err(FfiError::runtime(format!(
             "{ctx} match_cast shape size mismatch: expected {size} dimensions, got {}",
@@ -194,7 +231,7 @@ fn match_shape(a: Args) -> FfiResult<Any> {
     }
     for (i, &d) in shape.iter().enumerate() {
         let (code, reg) = (int(name, a, 3 + 2 * i)?, int(name, a, 4 + 2 * i)?);
-        match_value(name, &mut heap, code, reg, d, &format!("shape[{i}]"), &ctx)?;
+        match_value(name, &mut heap, code, reg, d, Dim(i), ctx)?;
     }
     Ok(Any::none())
 }
@@ -223,11 +260,11 @@ fn check_tensor_info(a: Args) -> FfiResult<Any> {
     let v = arg(name, a, 0)?;
     let ndim = int(name, a, 1)?;
     let (want, ctx) = if a.len() == 3 {
-        (None, opt_str(a, 2))
+        (None, Ctx(a, 2))
     } else if a.get(2).is_some_and(|d| d.type_index == ti::NONE) {
-        (None, opt_str(a, 3))
+        (None, Ctx(a, 3))
     } else {
-        (Some(dtype(name, a, 2)?), opt_str(a, 3))
+        (Some(dtype(name, a, 2)?), Ctx(a, 3))
     };
     let t = view_tensor(v).ok_or_else(|| {
         FfiError::type_error(format!("{ctx} expect a Tensor but get {}", types::type_key(v.type_index)))
@@ -274,8 +311,8 @@ fn alloc_storage(a: Args) -> FfiResult<Any> {
         FfiError::index(format!("{name}: device index {dev} is out of the VM's {} devices", rt.devices.len()))
     })?;
     let hint = dtype(name, a, 3)?;
-    let scope = opt_str(a, 4);
-    if !(scope.is_empty() || scope == "global") {
+    if !is_global_scope(a, 4) {
+        let scope = opt_str(a, 4);
         return Err(FfiError::value(format!("{name}: memory scope {scope:?} is not supported on this device")));
     }
     let nbytes = objects::data_size(shape_dims(&shape), hint)?;
@@ -291,9 +328,9 @@ fn alloc_tensor(a: Args) -> FfiResult<Any> {
         return Err(FfiError::type_error(format!("{name}: the shape must be a Shape")));
     }
     let dt = dtype(name, a, 3)?;
-    if a.len() == 5 {
+    if !is_global_scope(a, 4) {
         let scope = opt_str(a, 4);
-        if !(scope.is_empty() || scope == "global") {
+        {
             return Err(FfiError::value(format!("{name}: memory scope {scope:?} is not supported on this device")));
         }
     }
@@ -456,18 +493,43 @@ fn owned(a: Args) -> FfiResult<Vec<Any>> {
     a.iter().map(|v| unsafe { Any::from_view(v) }).collect()
 }
 
+/// A builtin's Rust entry.
+pub type Native = fn(Args) -> FfiResult<Any>;
+
+/// The builtins by name, with the function object registered for each.
+fn natives() -> &'static parking_lot::RwLock<std::collections::HashMap<&'static str, (ObjectRef, Native)>> {
+    static N: std::sync::OnceLock<parking_lot::RwLock<std::collections::HashMap<&'static str, (ObjectRef, Native)>>> =
+        std::sync::OnceLock::new();
+    N.get_or_init(Default::default)
+}
+
+/// The Rust entry of `func` when it is the builtin this library registered as `name` (and the
+/// global was not replaced since): the VM then calls it without going through the function
+/// object.
+pub fn native(name: &str, func: &ObjectRef) -> Option<Native> {
+    natives().read().get(name).filter(|(o, _)| o.same_as(func)).map(|(_, f)| *f)
+}
+
+fn add(b: &mut Builder, name: &'static str, f: Native) {
+    b.add(name, f);
+    if let Some(o) = b.get(name) {
+        // The map holds the object, so its address is never reused by another function.
+        natives().write().insert(name, (o, f));
+    }
+}
+
 /// Registers the builtins.
 pub fn register(b: &mut Builder) {
-    b.add("vm.builtin.alloc_shape_heap", alloc_shape_heap);
-    b.add("vm.builtin.match_prim_value", |a| {
+    add(b, "vm.builtin.alloc_shape_heap", alloc_shape_heap);
+    add(b, "vm.builtin.match_prim_value", |a| {
         let name = "vm.builtin.match_prim_value";
         let value = int(name, a, 0)?;
         let mut heap = Heap::of(name, arg(name, a, 1)?)?;
-        match_value(name, &mut heap, int(name, a, 2)?, int(name, a, 3)?, value, "PrimExpr", &opt_str(a, 4))?;
+        match_value(name, &mut heap, int(name, a, 2)?, int(name, a, 3)?, value, "PrimExpr", Ctx(a, 4))?;
         Ok(Any::none())
     });
-    b.add("vm.builtin.match_shape", match_shape);
-    b.add("vm.builtin.make_prim_value", |a| {
+    add(b, "vm.builtin.match_shape", match_shape);
+    add(b, "vm.builtin.make_prim_value", |a| {
         let name = "vm.builtin.make_prim_value";
         let mut heap = Heap::of(name, arg(name, a, 0)?)?;
         match int(name, a, 1)? {
@@ -476,9 +538,9 @@ pub fn register(b: &mut Builder) {
             c => Err(FfiError::runtime(format!("{name}: Invalid shape code: {c}"))),
         }
     });
-    b.add("vm.builtin.make_shape", make_shape_builtin);
-    b.add("vm.builtin.check_tensor_info", check_tensor_info);
-    b.add("vm.builtin.check_shape_info", |a| {
+    add(b, "vm.builtin.make_shape", make_shape_builtin);
+    add(b, "vm.builtin.check_tensor_info", check_tensor_info);
+    add(b, "vm.builtin.check_shape_info", |a| {
         let name = "vm.builtin.check_shape_info";
         let s = check_object(a, name, "Shape", ti::SHAPE)?;
         let ndim = int(name, a, 1)?;
@@ -488,7 +550,7 @@ pub fn register(b: &mut Builder) {
         }
         Ok(Any::none())
     });
-    b.add("vm.builtin.check_prim_value_info", |a| {
+    add(b, "vm.builtin.check_prim_value_info", |a| {
         let name = "vm.builtin.check_prim_value_info";
         let v = arg(name, a, 0)?;
         let d = dtype(name, a, 1)?;
@@ -520,7 +582,7 @@ pub fn register(b: &mut Builder) {
         }
         Ok(Any::none())
     });
-    b.add("vm.builtin.check_tuple_info", |a| {
+    add(b, "vm.builtin.check_tuple_info", |a| {
         let name = "vm.builtin.check_tuple_info";
         let t = check_object(a, name, "Tuple", ti::ARRAY)?;
         let size = int(name, a, 1)?;
@@ -533,7 +595,7 @@ pub fn register(b: &mut Builder) {
         }
         Ok(Any::none())
     });
-    b.add("vm.builtin.check_func_info", |a| {
+    add(b, "vm.builtin.check_func_info", |a| {
         let name = "vm.builtin.check_func_info";
         let v = arg(name, a, 0)?;
         let ok = v.type_index == ti::FUNCTION || v.type_index == objects::closure_index();
@@ -546,9 +608,9 @@ pub fn register(b: &mut Builder) {
         }
         Ok(Any::none())
     });
-    b.add("vm.builtin.alloc_storage", alloc_storage);
-    b.add("vm.builtin.alloc_tensor", alloc_tensor);
-    b.add("vm.builtin.make_closure", |a| {
+    add(b, "vm.builtin.alloc_storage", alloc_storage);
+    add(b, "vm.builtin.alloc_tensor", alloc_tensor);
+    add(b, "vm.builtin.make_closure", |a| {
         let name = "vm.builtin.make_closure";
         let c = object(name, a, 0)?;
         let clo = objects::as_closure(&c)
@@ -556,13 +618,13 @@ pub fn register(b: &mut Builder) {
         let imp = objects::bind_last_args(clo.imp.clone(), owned(&a[1..])?);
         Ok(Any::object(objects::make_closure(&clo.func_name, imp)))
     });
-    b.add("vm.builtin.invoke_closure", |a| {
+    add(b, "vm.builtin.invoke_closure", |a| {
         let name = "vm.builtin.invoke_closure";
         let rt = from_ctx(arg(name, a, 0)?, name)?;
         let c = object(name, a, 1)?;
         rt.invoke_closure(&c, &a[2..])
     });
-    b.add("vm.builtin.call_tir_dyn", |a| {
+    add(b, "vm.builtin.call_tir_dyn", |a| {
         let name = "vm.builtin.call_tir_dyn";
         let f = object(name, a, 0)?;
         if a.len() < 2 {
@@ -576,16 +638,16 @@ pub fn register(b: &mut Builder) {
         all.extend(shape_dims(&s).iter().map(|&d| TVMFFIAny::with_bits(ti::INT, d as u64)));
         function::call(&f, &all)
     });
-    b.add("vm.builtin.shape_of", |a| Ok(Any::object(make_shape(dims(tensor("vm.builtin.shape_of", a, 0)?)?))));
-    b.add("vm.builtin.copy", |a| {
+    add(b, "vm.builtin.shape_of", |a| Ok(Any::object(make_shape(dims(tensor("vm.builtin.shape_of", a, 0)?)?))));
+    add(b, "vm.builtin.copy", |a| {
         // SAFETY: a valid view.
         unsafe { Any::from_view(arg("vm.builtin.copy", a, 0)?) }
     });
-    b.add("vm.builtin.reshape", reshape);
-    b.add("vm.builtin.null_value", |_| Ok(Any::none()));
-    b.add("vm.builtin.to_device", to_device);
-    b.add("vm.builtin.read_if_cond", read_if_cond);
-    b.add("vm.builtin.invoke_debug_func", |a| {
+    add(b, "vm.builtin.reshape", reshape);
+    add(b, "vm.builtin.null_value", |_| Ok(Any::none()));
+    add(b, "vm.builtin.to_device", to_device);
+    add(b, "vm.builtin.read_if_cond", read_if_cond);
+    add(b, "vm.builtin.invoke_debug_func", |a| {
         let name = "vm.builtin.invoke_debug_func";
         if a.len() < 3 {
             return Err(FfiError::value(format!("{name}: expected (io_effect, func_name, line_info, args...)")));
@@ -603,7 +665,7 @@ pub fn register(b: &mut Builder) {
         all.extend_from_slice(&a[3..]);
         function::call(&f, &all)
     });
-    b.add("vm.builtin.tuple_getitem", |a| {
+    add(b, "vm.builtin.tuple_getitem", |a| {
         let name = "vm.builtin.tuple_getitem";
         let arr = object(name, a, 0)?;
         if arr.type_index() != ti::ARRAY {
@@ -620,10 +682,10 @@ pub fn register(b: &mut Builder) {
             .cloned()
             .ok_or_else(|| FfiError::index(format!("{name}: index {i} is out of range ({} items)", items.len())))
     });
-    b.add("vm.builtin.tuple_reset_item", tuple_reset_item);
-    b.add("vm.builtin.make_tuple", |a| Ok(Any::object(make_array(owned(a)?))));
-    b.add("vm.builtin.tensor_to_shape", tensor_to_shape);
-    b.add("vm.builtin.ensure_zero_offset", |a| {
+    add(b, "vm.builtin.tuple_reset_item", tuple_reset_item);
+    add(b, "vm.builtin.make_tuple", |a| Ok(Any::object(make_array(owned(a)?))));
+    add(b, "vm.builtin.tensor_to_shape", tensor_to_shape);
+    add(b, "vm.builtin.ensure_zero_offset", |a| {
         let name = "vm.builtin.ensure_zero_offset";
         let t = tensor(name, a, 0)?;
         if t.byte_offset == 0 && a[0].type_index == ti::TENSOR {

@@ -50,8 +50,12 @@ const MAX_DEPTH: usize = 2000;
 
 /// What a function-pool entry is, for the dispatch loop.
 enum Callee {
-    /// A function object (kernel, builtin, global).
+    /// A function object (a global, or an import's function).
     Packed,
+    /// A kernel: a library's `__tvm_ffi_<name>` symbol (the pool holds its function object).
+    Kernel(function::SafeCall),
+    /// One of this library's builtins, called directly.
+    Native(super::builtins::Native),
     /// A bytecode function of this executable (called directly, not through its closure).
     Bytecode(usize),
     /// A closure (a VM-TIR function).
@@ -162,6 +166,7 @@ pub fn init(
                         break;
                     }
                 }
+                let from_imports = found.is_some();
                 let g = found.or_else(|| registry::get(&f.name)).ok_or_else(|| {
                     FfiError::runtime(format!(
                         "Error: Cannot find ffi::Function {} in either Relax VM kernel library, or in TVM runtime \
@@ -169,8 +174,13 @@ pub fn init(
                         f.name
                     ))
                 })?;
+                let callee = match (function::symbol_of(&g), from_imports) {
+                    (Some(sym), _) => Callee::Kernel(sym),
+                    (None, false) => super::builtins::native(&f.name, &g).map_or(Callee::Packed, Callee::Native),
+                    (None, true) => Callee::Packed,
+                };
                 func_pool.push(Any::object(g));
-                callees.push(Callee::Packed);
+                callees.push(callee);
             }
             FuncKind::Vm => {
                 func_pool.push(Any::object(make_closure(&f.name, bytecode_impl(i))));
@@ -441,6 +451,20 @@ impl Runtime {
                 // point into registers, constants and pools that outlive the call.
                 unsafe { function::call_raw(f, &call_args[1..]) }
             }
+            Callee::Kernel(sym) => {
+                let args = &call_args[1..];
+                let mut out = TVMFFIAny::NONE;
+                // SAFETY: the pool holds the function object that keeps the symbol's library
+                // loaded; a kernel takes views and writes an owned value, with a NULL self handle
+                // as TVM's library module passes.
+                let rc = unsafe { sym(std::ptr::null_mut(), args.as_ptr(), args.len() as i32, &mut out) };
+                if rc != 0 {
+                    return Err(FfiError::take_raised(rc));
+                }
+                // SAFETY: on success the kernel wrote an owned value.
+                Ok(unsafe { Any::from_raw(out) })
+            }
+            Callee::Native(f) => f(&call_args[1..]),
             Callee::Bytecode(i) => self.invoke_bytecode(i, &call_args[1..]),
             Callee::Closure => {
                 let o = self.func_pool.0[func].as_object().expect("closure entries are objects");

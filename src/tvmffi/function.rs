@@ -93,6 +93,57 @@ unsafe extern "C" fn extern_safe_call(
     }
 }
 
+/// The payload of a library function: a `__tvm_ffi_<name>` symbol and the module whose
+/// library holds it.
+#[repr(C)]
+struct SymbolPayload {
+    cell: TVMFFIFunctionCell,
+    call: SafeCall,
+    _module: ObjectRef,
+}
+
+unsafe extern "C" fn symbol_safe_call(
+    handle: *mut c_void,
+    args: *const TVMFFIAny,
+    num_args: i32,
+    result: *mut TVMFFIAny,
+) -> i32 {
+    // SAFETY: `handle` is a function made by `from_symbol`; the symbol is called as TVM's
+    // library module calls it, with a NULL self handle.
+    unsafe {
+        let p = &*(handle as *const u8).add(24).cast::<SymbolPayload>();
+        (p.call)(std::ptr::null_mut(), args, num_args, result)
+    }
+}
+
+/// A function object calling a library's `TVMFFISafeCallType` symbol (with a NULL self handle,
+/// as TVM's library module does); it keeps `module` (and so the library) alive.
+pub fn from_symbol(call: SafeCall, module: ObjectRef) -> ObjectRef {
+    make_object(
+        ti::FUNCTION,
+        SymbolPayload {
+            cell: TVMFFIFunctionCell { safe_call: symbol_safe_call, cpp_call: std::ptr::null_mut() },
+            call,
+            _module: module,
+        },
+    )
+}
+
+/// The library symbol behind a function made by [`from_symbol`] (callers may call it directly
+/// while they hold the function).
+pub fn symbol_of(func: &ObjectRef) -> Option<SafeCall> {
+    if func.type_index() != ti::FUNCTION {
+        return None;
+    }
+    // SAFETY: every function object starts with its cell after the header.
+    let cell = unsafe { &*(func.as_ptr() as *const u8).add(24).cast::<TVMFFIFunctionCell>() };
+    if cell.safe_call as usize != symbol_safe_call as *const () as usize {
+        return None;
+    }
+    // SAFETY: only `from_symbol` installs this entry, on a SymbolPayload.
+    Some(unsafe { func.payload::<SymbolPayload>() }.call)
+}
+
 /// A function object around a Rust closure.
 pub fn from_fn(f: impl Fn(&[TVMFFIAny]) -> FfiResult<Any> + Send + Sync + 'static) -> ObjectRef {
     make_object(

@@ -200,18 +200,7 @@ fn own_function(m: &ObjectRef, name: &str) -> FfiResult<Option<ObjectRef>> {
     let Some(addr) = lib.function_symbol(name) else { return Ok(None) };
     // SAFETY: `__tvm_ffi_<name>` symbols are TVMFFISafeCallType functions by convention.
     let call: super::function::SafeCall = unsafe { std::mem::transmute::<*mut c_void, _>(addr) };
-    let keep = m.clone();
-    Ok(Some(super::function::from_fn(move |args| {
-        let _module = &keep;
-        let mut out = TVMFFIAny::NONE;
-        // SAFETY: the library's function: views in, an owned value out.
-        let rc = unsafe { call(std::ptr::null_mut(), args.as_ptr(), args.len() as i32, &mut out) };
-        if rc != 0 {
-            return Err(FfiError::take_raised(rc));
-        }
-        // SAFETY: on success the callee wrote an owned value.
-        Ok(unsafe { Any::from_raw(out) })
-    })))
+    Ok(Some(super::function::from_symbol(call, m.clone())))
 }
 
 /// Calls a no-argument getter symbol (`__tvm_ffi__metadata_<name>`, `__tvm_ffi__doc_<name>`).

@@ -33,6 +33,10 @@ impl Builder {
     pub fn has(&self, name: &str) -> bool {
         self.map.contains_key(name)
     }
+    /// The function added under `name`.
+    pub fn get(&self, name: &str) -> Option<ObjectRef> {
+        self.map.get(name).map(|e| e.func.clone())
+    }
     /// Adds a global made of a Rust closure.
     pub fn add(
         &mut self,
