@@ -723,11 +723,11 @@ static int host_view(const DLTensor* t, int k, const void** data, int64_t* numel
   return 0;
 }
 
-static void print_output(const DLTensor* t, int k) {
+static int print_output(const DLTensor* t, int k) {
   const void* data;
   int64_t n;
   char dt[64], sh[256];
-  if (host_view(t, k, &data, &n) != 0) return;
+  if (host_view(t, k, &data, &n) != 0) return -1;
   dtype_str(t->dtype, dt, sizeof dt);
   shape_str(t->shape, t->ndim, sh, sizeof sh);
   printf("output %d: %s%s =", k, dt, sh);
@@ -739,6 +739,7 @@ static void print_output(const DLTensor* t, int k) {
     }
   }
   printf("%s\n", n > MAX_PRINTED ? " ..." : "");
+  return 0;
 }
 
 /* Compares output k with the expected array: same dtype and shape, floats within the
@@ -878,10 +879,10 @@ static int run_once(const Api* api, const Session* s, const Options* o, void* co
       if (compare_output(dltensor(outs.items[k]), k, &expects[k], o->rtol, o->atol) != 0) rc = -1;
     }
   } else {
-    if (print) {
-      for (int k = 0; k < outs.n; ++k) print_output(dltensor(outs.items[k]), k);
-    }
     rc = 0;
+    for (int k = 0; print && k < outs.n; ++k) {
+      if (print_output(dltensor(outs.items[k]), k) != 0) rc = -1;
+    }
   }
 done:
   tensor_list_release(&outs);
