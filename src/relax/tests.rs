@@ -691,3 +691,24 @@ fn as_text_and_stats_read_as_tvm_prints_them() {
     );
     assert!(s.ends_with("Globals (#15): [acc, vm.builtin.check_tensor_info, vm.builtin.match_shape, vm.builtin.alloc_storage, vm.builtin.alloc_tensor, vm.builtin.null_value, less, vm.builtin.read_if_cond, cast, multiply, add, add1, vm.builtin.copy, main, zeros]\n"), "{s}");
 }
+
+#[test]
+fn dropping_a_machine_returns_its_pooled_blocks() {
+    let exe = Executable {
+        magic: MAGIC_V2,
+        dialect: Dialect::Ffi,
+        functions: vec![],
+        func_map: Default::default(),
+        memory_scopes: vec![],
+        constants: vec![],
+        instructions: vec![],
+    };
+    let cpu = crate::abi::DLDevice { device_type: crate::device::CPU, device_id: 0 };
+    let rt = super::vm::init(std::sync::Arc::new(exe), &[], &[], vec![(cpu, 2)]).unwrap();
+    let a = rt.allocators[0].clone();
+    let (p, size) = a.alloc(100, 64, F32).unwrap();
+    a.free(p, size, 64);
+    assert_eq!(a.held_bytes(), 4096, "the freed block stays in the pool while the machine lives");
+    drop(rt);
+    assert_eq!(a.held_bytes(), 0, "the pool was released with the machine");
+}

@@ -77,6 +77,16 @@ pub struct Runtime {
     has_instrument: AtomicBool,
 }
 
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        // The pools go with the machine (as the Relay VM's): pooled blocks return to the device
+        // now, blocks still held by live storage (returned tensors) when that storage is freed.
+        for a in &self.allocators {
+            a.close();
+        }
+    }
+}
+
 thread_local! {
     /// The machines running on this thread (innermost last).
     static ACTIVE: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
