@@ -17,6 +17,7 @@ pub fn register_all(b: &mut Builder) {
     super::dataclass::register(b);
     super::structural::register(b);
     super::serialization::register(b);
+    super::runtime_api::register(b);
     // What no subsystem provides yet raises a clear error (the Python package binds every
     // `ffi.*` name at import).
     for name in PENDING {
