@@ -1,20 +1,52 @@
 //! `runtime.SaveParams`, `SaveParamsToFile`, `LoadParams`, `LoadParamsFromFile`: a
 //! `Map<String, Tensor>` to and from TVM's params blob (the classic runtime's format code,
 //! [`crate::ndarray::serialize`]). Tensors are copied to the host to be saved (any device, any
-//! byte offset); loaded tensors are CPU tensors.
+//! byte offset); loaded tensors are CPU tensors. Also the JSON hooks TVM puts on `ffi.Tensor`
+//! (`__data_to_json__`, `__data_from_json__`: the base64 of one tensor record), with which
+//! `ffi.ToJSONGraph` (`tvm.ir.save_json`) writes tensors.
 
 use super::super::any::{Any, TVMFFIAny};
 use super::super::containers::map::{make_map, map_items};
+use super::super::function;
 use super::super::object::ObjectRef;
 use super::super::registry::Builder;
 use super::super::tensor::{dltensor, from_ndarray};
 use super::super::{ti, types, FfiError, FfiResult};
 use super::Sig;
 use crate::abi::DLDevice;
-use crate::ndarray::serialize::{load_params, save_params};
+use crate::io::{Reader, Writer};
+use crate::ndarray::serialize::{load_ndarray, load_params, save_ndarray, save_params};
 use crate::ndarray::NDArray;
 
 const CPU0: DLDevice = DLDevice { device_type: 1, device_id: 0 };
+
+/// A host copy of a tensor (any device, any byte offset) as a classic array.
+fn host_copy(t: &ObjectRef) -> FfiResult<NDArray> {
+    // SAFETY: the callers pass live tensors.
+    let dl = unsafe { dltensor(t.as_ptr()) };
+    let host = NDArray::empty(super::tensor::dims_of(dl)?, dl.dtype, CPU0)?;
+    super::copy_to_bytes(dl, host.tensor().data, super::data_size(dl)?)?;
+    Ok(host)
+}
+
+fn as_tensor(v: &Any, what: &str) -> FfiResult<ObjectRef> {
+    v.as_object().filter(|o| types::is_instance(o.type_index(), ti::TENSOR)).ok_or_else(|| {
+        FfiError::type_error(format!("{what} must be a Tensor, got `{}`", types::type_key(v.type_index())))
+    })
+}
+
+/// `__data_to_json__` of `ffi.Tensor`: the base64 of the tensor's record.
+pub fn tensor_to_json(t: &ObjectRef) -> FfiResult<String> {
+    let mut w = Writer::default();
+    save_ndarray(&mut w, &host_copy(t)?)?;
+    Ok(super::super::serialization::graph::base64_encode(&w.buf))
+}
+
+/// `__data_from_json__` of `ffi.Tensor`: a CPU tensor from the base64 of a record.
+pub fn tensor_from_json(text: &str) -> FfiResult<ObjectRef> {
+    let blob = super::super::serialization::graph::base64_decode(text)?;
+    from_ndarray(&load_ndarray(&mut Reader::new(&blob, "tensor"))?)
+}
 
 /// The params blob of a `Map<String, Tensor>`, in the map's order.
 pub fn save(map: &ObjectRef) -> FfiResult<Vec<u8>> {
@@ -23,17 +55,8 @@ pub fn save(map: &ObjectRef) -> FfiResult<Vec<u8>> {
         let name = k.as_str().ok_or_else(|| {
             FfiError::type_error(format!("params: the keys must be strings, got `{}`", types::type_key(k.type_index())))
         })?;
-        let t = v.as_object().filter(|o| types::is_instance(o.type_index(), ti::TENSOR)).ok_or_else(|| {
-            FfiError::type_error(format!(
-                "params: the value of `{name}` must be a Tensor, got `{}`",
-                types::type_key(v.type_index())
-            ))
-        })?;
-        // SAFETY: a live tensor, held by `t`.
-        let dl = unsafe { dltensor(t.as_ptr()) };
-        let shape = super::tensor::dims_of(dl)?;
-        let host = NDArray::empty(shape, dl.dtype, CPU0)?;
-        super::copy_to_bytes(dl, host.tensor().data, super::data_size(dl)?)?;
+        let t = as_tensor(&v, &format!("params: the value of `{name}`"))?;
+        let host = host_copy(&t)?;
         named.push((name.to_owned(), host));
     }
     Ok(save_params(&named)?)
@@ -58,6 +81,17 @@ fn map_arg(sig: &Sig, a: &[TVMFFIAny], i: usize) -> FfiResult<ObjectRef> {
 }
 
 pub(super) fn register(b: &mut Builder) {
+    let to_json = function::from_fn(|a| {
+        let v = Sig { name: "__data_to_json__", params: &["ffi.Tensor"], ret: "str" }.tensor(a, 0)?;
+        Ok(Any::string(&tensor_to_json(&v)?))
+    });
+    let from_json = function::from_fn(|a| {
+        let s = Sig { name: "__data_from_json__", params: &["str"], ret: "ffi.Tensor" }.str(a, 0)?;
+        Ok(Any::object(tensor_from_json(s)?))
+    });
+    for (name, f) in [("__data_to_json__", to_json), ("__data_from_json__", from_json)] {
+        let _ = types::register_attr(ti::TENSOR, name, Any::object(f).raw());
+    }
     const SAVE: Sig =
         Sig { name: "runtime.SaveParams", params: &["ffi.Map<ffi.String, ffi.Tensor>"], ret: "ffi.Bytes" };
     b.add(SAVE.name, |a| {
@@ -123,6 +157,26 @@ mod tests {
         let loaded = call("runtime.LoadParamsFromFile", &[p]).unwrap().as_object().unwrap();
         assert_eq!(map_items(&loaded).unwrap().len(), 3);
         let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn tensors_have_tvm_json_hooks() {
+        let bytes: Vec<u8> = [0.0f32, 1.0, 2.0, 3.0].iter().flat_map(|f| f.to_le_bytes()).collect();
+        let t = tensor_of(&[4], "float32", &bytes);
+        let hook = types::attr_value("__data_to_json__", ti::TENSOR).unwrap().as_object().unwrap();
+        let text = function::call_any(&hook, std::slice::from_ref(&t)).unwrap();
+        // What TVM v0.27 writes for tvm.runtime.tensor(np.arange(4, dtype="float32")).
+        let expect = "P6G0lvBAXt0AAAAAAAAAAAEAAAAAAAAAAQAAAAIgAQAEAAAAAAAAABAAAAAAAAAAAAAAAAAAgD8AAABAAABAQA==";
+        assert_eq!(text.as_str(), Some(expect));
+        let back = types::attr_value("__data_from_json__", ti::TENSOR).unwrap().as_object().unwrap();
+        let u = function::call_any(&back, &[Any::string(expect)]).unwrap();
+        assert_eq!(bytes_of(&u), bytes);
+        assert!(function::call_any(&back, &[Any::string("AAAA")]).is_err());
+        // Through the JSON graph functions, as tvm.ir.save_json / load_json use them.
+        let json = call("ffi.ToJSONGraphString", &[t, Any::none()]).unwrap();
+        assert!(json.as_str().unwrap().contains(expect), "{:?}", json.as_str());
+        let u = call("ffi.FromJSONGraphString", &[json]).unwrap();
+        assert_eq!(bytes_of(&u), bytes);
     }
 
     #[test]

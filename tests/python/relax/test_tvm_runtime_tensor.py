@@ -448,3 +448,17 @@ def test_library_loaded_once():
             if len(parts) >= 6 and os.path.basename(parts[5]) in ("libtvm_runtime.so", "libtvm_ffi.so"):
                 paths.add(os.path.realpath(parts[5]))
     assert len(paths) == 1, paths
+
+
+def test_json_graph_of_tensors():
+    """tvm.ir.save_json writes a tensor as the base64 of its record (`__data_to_json__`)."""
+    a = runtime.tensor(np.arange(4, dtype="float32"))
+    text = tvm.ir.save_json(a)
+    assert '"data":"P6G0lvBAXt0AAAAAAAAAAAEAAAAAAAAAAQAAAAIgAQAEAAAAAAAAABAAAAAAAAAAAAAAAAAAgD8AAABAAABAQA=="' in text
+    b = tvm.ir.load_json(text)
+    assert isinstance(b, runtime.Tensor)
+    np.testing.assert_array_equal(b.numpy(), a.numpy())
+    view = a._create_view((2,), "int32", relative_byte_offset=8)
+    nested = tvm.ir.load_json(tvm.ir.save_json({"v": view, "l": [a, a]}))
+    np.testing.assert_array_equal(nested["v"].numpy(), a.numpy()[2:].view("int32"))
+    assert nested["l"][0].same_as(nested["l"][1])
