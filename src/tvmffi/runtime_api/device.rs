@@ -1,7 +1,8 @@
 //! Device globals of TVM v0.27 (`src/runtime/device_api.cc`, `module.cc`, `thread_pool.cc`):
 //! `runtime.GetDeviceAttr`, the `runtime.Device_Stream*` family, `runtime.TVMSetStream`,
 //! `__tvm_set_device`, the `device_api.<name>` markers, `runtime.RuntimeEnabled`,
-//! `runtime.NumThreads` and `runtime.config_threadpool`.
+//! `runtime.NumThreads`, `runtime.config_threadpool` and
+//! `tvm.runtime.threading.set_current_thread_affinity`.
 //!
 //! Device types are numbered as in DLPack 1.x (TVM v0.27): 13 is `cuda_managed`, 14 `oneapi`,
 //! 16 `hexagon`. The back ends are the classic runtime's ([`crate::device::get_api`]), used for
@@ -148,6 +149,33 @@ fn set_stream(dev: DLDevice, stream: *mut c_void) -> FfiResult<()> {
     Ok(api.set_stream(dev, stream)?)
 }
 
+/// `tvm.runtime.threading.set_current_thread_affinity`: pins the calling thread to `cpus`.
+pub fn set_current_thread_affinity(cpus: &[i64]) -> FfiResult<()> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: a zeroed cpu_set_t is an empty set.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        let max = 8 * std::mem::size_of::<libc::cpu_set_t>();
+        for &c in cpus {
+            let c = usize::try_from(c).ok().filter(|&c| c < max).ok_or_else(|| {
+                FfiError::value(format!("set_current_thread_affinity: CPU id {c} is out of range [0, {max})"))
+            })?;
+            // SAFETY: `c` is below the set's capacity.
+            unsafe { libc::CPU_SET(c, &mut set) };
+        }
+        // SAFETY: pid 0 is the calling thread; the set is initialized.
+        if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) } != 0 {
+            return Err(FfiError::runtime(format!(
+                "set_current_thread_affinity({cpus:?}) failed: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = cpus;
+    Ok(())
+}
+
 pub(super) fn register(b: &mut Builder) {
     b.add("device_api.cpu", |_| Ok(Any::opaque_ptr(device::CPU as usize as *mut c_void)));
     #[cfg(feature = "cuda")]
@@ -222,6 +250,13 @@ pub(super) fn register(b: &mut Builder) {
         NUM_THREADS.check_count(a)?;
         Ok(Any::int(crate::threading::num_threads() as i64))
     });
+    const AFFINITY: Sig =
+        Sig { name: "tvm.runtime.threading.set_current_thread_affinity", params: &["ffi.Shape"], ret: "void" };
+    b.add(AFFINITY.name, |a| {
+        AFFINITY.check_count(a)?;
+        set_current_thread_affinity(&AFFINITY.shape(a, 0)?)?;
+        Ok(Any::none())
+    });
     const CONFIG: Sig = Sig { name: "runtime.config_threadpool", params: &["int", "int"], ret: "void" };
     b.add(CONFIG.name, |a| {
         if a.len() == 3 {
@@ -294,6 +329,33 @@ mod tests {
         assert!(call("runtime.Device_StreamSync", &[vulkan, Any::int(0)]).is_err());
         let e = call("runtime.Device_StreamSync", &[Any::int(1), Any::int(0)]).unwrap_err();
         assert!(e.message().contains("Expected `Device` but got `int`"), "{}", e.message());
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn thread_affinity_is_set_for_the_calling_thread_only() {
+        std::thread::spawn(|| {
+            let current = || {
+                // SAFETY: a zeroed set is filled by the call for the calling thread.
+                unsafe {
+                    let mut set: libc::cpu_set_t = std::mem::zeroed();
+                    assert_eq!(libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set), 0);
+                    (0..1024).filter(|&c| libc::CPU_ISSET(c, &set)).map(|c| c as i64).collect::<Vec<_>>()
+                }
+            };
+            let allowed = current();
+            let first = allowed[0];
+            let f = "tvm.runtime.threading.set_current_thread_affinity";
+            call(f, &[shape(&[first])]).unwrap();
+            assert_eq!(current(), vec![first]);
+            call(f, &[shape(&allowed)]).unwrap();
+            assert_eq!(current(), allowed);
+            let e = call(f, &[shape(&[-1])]).unwrap_err();
+            assert!(e.message().contains("CPU id -1 is out of range"), "{}", e.message());
+            assert!(call(f, &[shape(&[])]).is_err(), "an empty set is refused by the kernel");
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

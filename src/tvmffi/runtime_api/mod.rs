@@ -1,4 +1,5 @@
-//! The `runtime.*` (and `device_api.*`, `__tvm_set_device`, `cache_flush_cpu_non_first_arg`)
+//! The `runtime.*` (and `device_api.*`, `__tvm_set_device`, `cache_flush_cpu_non_first_arg`,
+//! `tvm.runtime.threading.set_current_thread_affinity`)
 //! globals that TVM v0.27's `libtvm_runtime` puts in the tvm-ffi registry and that its Python
 //! package calls for tensors (`tvm/runtime/_tensor.py`), devices (`device.py`), timing
 //! (`module.py`'s `time_evaluator`) and parameter blobs (`params.py`), over the same core as the
@@ -299,6 +300,7 @@ mod tests {
             "runtime.RuntimeEnabled",
             "runtime.NumThreads",
             "runtime.config_threadpool",
+            "tvm.runtime.threading.set_current_thread_affinity",
             "device_api.cpu",
             "__tvm_set_device",
             "runtime.RPCTimeEvaluator",

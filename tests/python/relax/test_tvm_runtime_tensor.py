@@ -462,3 +462,23 @@ def test_json_graph_of_tensors():
     nested = tvm.ir.load_json(tvm.ir.save_json({"v": view, "l": [a, a]}))
     np.testing.assert_array_equal(nested["v"].numpy(), a.numpy()[2:].view("int32"))
     assert nested["l"][0].same_as(nested["l"][1])
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="Linux only")
+def test_set_current_thread_affinity():
+    import threading
+
+    f = tvm_ffi.get_global_func("tvm.runtime.threading.set_current_thread_affinity")
+    seen = []
+
+    def body():
+        allowed = sorted(os.sched_getaffinity(0))
+        f(tvm_ffi.Shape([allowed[0]]))
+        seen.append(sorted(os.sched_getaffinity(0)))
+        f(allowed)
+        seen.append(sorted(os.sched_getaffinity(0)) == allowed)
+
+    t = threading.Thread(target=body)
+    t.start()
+    t.join()
+    assert seen == [[min(os.sched_getaffinity(0))], True]
