@@ -58,8 +58,14 @@ pub fn get_api(device_type: i32, allow_missing: bool) -> FfiResult<Option<&'stat
     }
 }
 
+/// The device API of a type, or the manager's error for a missing or unknown one.
+pub fn api(device_type: i32) -> FfiResult<&'static dyn DeviceApi> {
+    get_api(device_type, false)?
+        .ok_or_else(|| FfiError::runtime(format!("Device API of type {device_type} is missing")))
+}
+
 fn api_of(dev: DLDevice) -> FfiResult<&'static dyn DeviceApi> {
-    Ok(get_api(dev.device_type, false)?.expect("not missing"))
+    api(dev.device_type)
 }
 
 /// The host's physical memory in bytes (what TVM's CPU device reports as

@@ -24,7 +24,7 @@ use super::{string, ti, types, FfiError, FfiResult};
 use crate::abi::{DLDataType, DLDevice, DLTensor};
 use std::ffi::c_void;
 
-pub use device::{device_type_name, get_api};
+pub use device::{api, device_type_name, get_api};
 pub use tensor::{alloc_with_scope, copy_from_bytes, copy_from_to, copy_to_bytes, create_view, data_size};
 
 /// Adds the globals.

@@ -7,7 +7,7 @@ use super::super::object::ObjectRef;
 use super::super::registry::Builder;
 use super::super::tensor::{dltensor, is_contiguous};
 use super::super::{FfiError, FfiResult};
-use super::{check_failed, get_api, Sig};
+use super::{api, check_failed, Sig};
 use crate::abi::{DLDataType, DLDevice, DLTensor};
 use crate::device::{DeviceApi, CPU, CUDA_HOST, RPC_SESS_MASK};
 use std::ffi::c_void;
@@ -60,7 +60,7 @@ fn fmt_dtype(t: DLDataType) -> String {
 /// `runtime.TVMTensorAllocWithScope` (`Tensor::Empty`): a new tensor from the device's
 /// allocator; the scope None, "" or "global" is flat memory.
 pub fn alloc_with_scope(shape: &[i64], dtype: DLDataType, dev: DLDevice, scope: Option<&str>) -> FfiResult<ObjectRef> {
-    get_api(dev.device_type, false)?;
+    api(dev.device_type)?;
     let scope = scope.filter(|s| !s.is_empty() && *s != "global");
     super::super::tensor::empty_scoped(shape, dtype, dev, scope)
 }
@@ -135,7 +135,7 @@ fn check_bytes(t: &DLTensor, data: *const c_void, nbytes: usize, what: &str) -> 
 /// `runtime.TVMTensorCopyFromBytes`: `nbytes` host bytes into the tensor, then a sync.
 pub fn copy_from_bytes(t: &DLTensor, data: *const c_void, nbytes: usize) -> FfiResult<()> {
     check_bytes(t, data, nbytes, "TensorCopyFromBytes")?;
-    let api = get_api(t.device.device_type, false)?.expect("not missing");
+    let api = api(t.device.device_type)?;
     device_copy(api, &host_like(t, data.cast_mut()), t, nbytes, std::ptr::null_mut())?;
     Ok(api.stream_sync(t.device, std::ptr::null_mut())?)
 }
@@ -143,7 +143,7 @@ pub fn copy_from_bytes(t: &DLTensor, data: *const c_void, nbytes: usize) -> FfiR
 /// `runtime.TVMTensorCopyToBytes`: the tensor into `nbytes` host bytes, then a sync.
 pub fn copy_to_bytes(t: &DLTensor, data: *mut c_void, nbytes: usize) -> FfiResult<()> {
     check_bytes(t, data, nbytes, "ArrayCopyToBytes")?;
-    let api = get_api(t.device.device_type, false)?.expect("not missing");
+    let api = api(t.device.device_type)?;
     device_copy(api, t, &host_like(t, data), nbytes, std::ptr::null_mut())?;
     Ok(api.stream_sync(t.device, std::ptr::null_mut())?)
 }
@@ -167,7 +167,7 @@ pub fn copy_from_to(from: &DLTensor, to: &DLTensor) -> FfiResult<()> {
         )));
     }
     let dev = if ft != CPU { from.device } else { to.device };
-    let api = get_api(dev.device_type, false)?.expect("not missing");
+    let api = api(dev.device_type)?;
     device_copy(api, from, to, from_size, std::ptr::null_mut())
 }
 

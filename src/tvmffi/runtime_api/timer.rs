@@ -13,7 +13,7 @@ use super::super::function;
 use super::super::object::ObjectRef;
 use super::super::registry::{self, Builder};
 use super::super::{ti, FfiError, FfiResult};
-use super::{check_failed, get_api, Sig};
+use super::{api, check_failed, Sig};
 use crate::abi::{DLDataType, DLDevice};
 use crate::device;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -37,7 +37,7 @@ pub struct TimerSettings {
 }
 
 fn sync(dev: DLDevice) -> FfiResult<()> {
-    let api = get_api(dev.device_type, false)?.expect("not missing");
+    let api = api(dev.device_type)?;
     Ok(api.stream_sync(dev, std::ptr::null_mut())?)
 }
 
