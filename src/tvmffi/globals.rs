@@ -17,6 +17,7 @@ pub fn register_all(b: &mut Builder) {
     super::dataclass::register(b);
     super::structural::register(b);
     super::serialization::register(b);
+    super::runtime_api::register(b);
     #[cfg(feature = "relax")]
     crate::relax::register(b);
     super::classic_bridge::register(b);

@@ -24,6 +24,7 @@ pub mod hash;
 pub mod module;
 pub mod object;
 pub mod registry;
+pub mod runtime_api;
 pub mod serialization;
 pub mod string;
 pub mod structural;

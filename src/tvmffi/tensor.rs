@@ -335,7 +335,16 @@ pub fn in_owner(
 /// A new tensor on `device` made by the classic runtime's device allocator (contents
 /// uninitialized): the array lives as long as the tensor.
 pub fn empty(shape: &[i64], dtype: DLDataType, device: DLDevice) -> FfiResult<ObjectRef> {
-    let a = crate::ndarray::NDArray::empty(shape, dtype, device)?;
+    empty_scoped(shape, dtype, device, None)
+}
+
+/// [`empty`] in a memory scope of the device (None: flat memory).
+pub fn empty_scoped(shape: &[i64], dtype: DLDataType, device: DLDevice, scope: Option<&str>) -> FfiResult<ObjectRef> {
+    from_ndarray(&crate::ndarray::NDArray::empty_scoped(shape, dtype, device, scope)?)
+}
+
+/// A tensor over an array of the classic runtime (sharing its memory, keeping it alive).
+pub fn from_ndarray(a: &crate::ndarray::NDArray) -> FfiResult<ObjectRef> {
     let m = a.to_dlpack();
     // SAFETY: a fresh managed tensor whose ownership moves in; on error we release it.
     match unsafe { from_dlpack(m, 0, false) } {
