@@ -10,10 +10,11 @@ cd "$(dirname "$0")/.."
 ROUNDS="${ROUNDS:-5}"
 fixtures="${FIXTURES_V027:-$PWD/../shared/fixtures-v0.27}"
 cargo build --release --quiet
-venv="$PWD/build/tvm27-venv"
-./scripts/test-tvm-python.sh --setup-only "$venv" >/dev/null
-ours=("env" "TVM_USE_RUNTIME_LIB=1" "TVM_LIBRARY_PATH=$venv/ours-lib" "$venv/bin/python")
-ref="$PWD/build/tvm27-ref"
+venv="$PWD/target/tvm27-venv"
+# The venv of scripts/test-tvm-python.sh (made on first use; pytest only collects here).
+./scripts/test-tvm-python.sh "$venv" --collect-only >/dev/null
+ours=("env" "TVM_USE_RUNTIME_LIB=1" "TVM_LIBRARY_PATH=$venv/tvm-runtime-lib" "$venv/bin/python")
+ref="$PWD/target/tvm27-ref"
 if [ ! -x "$ref/bin/python" ]; then
   python3 -m venv "$ref"
   "$ref/bin/pip" install -q "apache-tvm==0.27.0.post1" numpy

@@ -50,9 +50,14 @@ grep -q "output \[1, 3\]: 4.85 2.3 10.55" <<<"$out"
 ./scripts/test-triton.sh  # the Triton Inference Server backend in the real server (issue 27)
 
 echo "== python ctypes FFI test"
-python3 -m pytest -q tests/python
+python3 -m pytest -q tests/python --ignore=tests/python/relax
 echo "== the tvm-ffi ABI: apache-tvm-ffi 0.1.15's own test suite on this library"
 ./scripts/test-tvm-ffi.sh
+echo "== the Relax VM (issue 25): TVM v0.27's own Python, runtime-only, on this library"
+./scripts/test-tvm-python.sh
+echo "== the Relax VM through the tvm-ffi C ABI: examples/relax_vm.c on every v0.27 export"
+./scripts/test-relax-c.sh
+SANITIZE=1 ./scripts/test-relax-c.sh  # ASan + LSan + UBSan: no leak per VM, module or call
 ./scripts/test-byoc.sh
 
 for flavour in plain asan; do
