@@ -31,6 +31,25 @@ EOF
 then
   "$venv/bin/pip" install -q "apache-tvm==0.27.0.post1" "apache-tvm-ffi==0.1.15.post2" numpy pytest
 fi
+# Models made at test time by TVM's own compiler: a second venv with the untouched wheel
+# (its own libtvm_ffi.so), made once. Exports with OpenCL kernels (tests/python/relax/
+# make_device_models.py) and the model zoo (make_zoo.py, with TVM's own outputs).
+ref="${TVM27_REF_VENV:-target/tvm27-ref}"
+if [ ! -x "$ref/bin/python" ] || ! "$ref/bin/python" -c "import importlib.metadata as m; assert m.version('apache-tvm') == '0.27.0.post1'" 2>/dev/null; then
+  python3 -m venv "$ref"
+  "$ref/bin/pip" install -q "apache-tvm==0.27.0.post1" "apache-tvm-ffi==0.1.15.post2" numpy
+fi
+models="target/relax-models"
+for gen in make_device_models:device make_zoo:zoo; do
+  script="tests/python/relax/${gen%%:*}.py" out="$models/${gen##*:}"
+  [ -f "$script" ] || continue
+  if [ ! -f "$out/.made" ] || [ "$script" -nt "$out/.made" ]; then
+    rm -rf "$out" && mkdir -p "$out"
+    "$ref/bin/python" "$script" "$out" >"$out.log" 2>&1 || { cat "$out.log" >&2; exit 1; }
+    touch "$out/.made"
+  fi
+done
+export RELAX_DEVICE_MODELS="$PWD/$models/device" RELAX_ZOO="$PWD/$models/zoo"
 py="$(scripts/tvm-ffi-venv.sh "$venv" "$lib")"
 libdir="$venv/tvm-runtime-lib"
 mkdir -p "$libdir"

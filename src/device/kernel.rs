@@ -50,14 +50,45 @@ impl FunctionInfo {
 
 /// Reads a function map (`u64` count, then name + FunctionInfo pairs).
 pub fn read_fmap(r: &mut Reader<'_>) -> Result<FunctionMap> {
+    read_fmap_with(r, false)
+}
+
+/// Reads a function map whose entries end with `arg_extra_tags` (a `u64` count of `int32`
+/// tags, one per argument: TVM v0.12+ writes them; the modules of a v0.20+ library binary
+/// always have them). Only plain arguments (tag 0) are supported: a tensor-map argument
+/// (tag 1, CUDA TMA) is refused.
+pub fn read_fmap_tagged(r: &mut Reader<'_>) -> Result<FunctionMap> {
+    read_fmap_with(r, true)
+}
+
+fn read_fmap_with(r: &mut Reader<'_>, tagged: bool) -> Result<FunctionMap> {
     let n = r.count(8 + 8 + 8 + 8)?;
     let mut m = FunctionMap::with_capacity(n);
     for _ in 0..n {
         let name = r.string()?;
         let info = FunctionInfo::read(r)?;
+        if tagged {
+            let k = r.count(4)?;
+            for i in 0..k {
+                let tag = r.i32()?;
+                if tag != 0 {
+                    return Err(Error::value(format!(
+                        "kernel {name}: argument {i} has extra tag {tag} (a tensor map), which this runtime does not support"
+                    )));
+                }
+            }
+        }
         m.insert(name, info);
     }
     Ok(m)
+}
+
+/// `read_payload` of a module with `arg_extra_tags` (see [`read_fmap_tagged`]).
+pub fn read_payload_tagged(r: &mut Reader<'_>) -> Result<(String, FunctionMap, Vec<u8>)> {
+    let fmt = r.string()?;
+    let fmap = read_fmap_tagged(r)?;
+    let data = r.str_bytes()?.to_vec();
+    Ok((fmt, fmap, data))
 }
 
 /// Writes a function map.

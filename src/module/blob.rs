@@ -237,7 +237,21 @@ fn load_entry(key: &str, payload: &[u8], r: &mut Reader<'_>) -> Result<Module> {
         ))
     })?;
     let rest = payload.get(r.position()..).unwrap_or_default();
-    let mut stream = BlobStream::in_region(rest, key, r.region());
+    let (m, used) = call_loader(&name, &loader, key, rest, r.region())?;
+    r.bytes(used)?;
+    Ok(m)
+}
+
+/// Calls classic loader `loader` (named `name`) of module kind `key` over `rest`; returns the
+/// module and how many bytes the loader read.
+fn call_loader(
+    name: &str,
+    loader: &crate::function::PackedFunc,
+    key: &str,
+    rest: &[u8],
+    region: Option<&Region>,
+) -> Result<(Module, usize)> {
+    let mut stream = BlobStream::in_region(rest, key, region);
     let handle: *mut BlobStream<'_> = &mut stream;
     let view = TVMByteArray { data: rest.as_ptr().cast(), size: rest.len() };
     let values =
@@ -252,11 +266,19 @@ fn load_entry(key: &str, payload: &[u8], r: &mut Reader<'_>) -> Result<Module> {
         loader.call_args(&args, &mut ret)?;
     }
     let used = stream.position();
-    r.bytes(used)?;
     match ret {
-        Value::Module(m) => Ok(m),
+        Value::Module(m) => Ok((m, used)),
         other => Err(Error::tvm(format!("{name} returned {} instead of a module", code_name(other.type_code())))),
     }
+}
+
+/// Loads one module of kind `key` from its serialized bytes with the classic loader
+/// `runtime.module.loadbinary_<key>` (the device modules a TVM v0.20+ library binary holds);
+/// `None` when no such loader is registered.
+pub fn load_bytes(key: &str, bytes: &[u8]) -> Option<Result<Module>> {
+    let name = format!("{LOADER_PREFIX}{key}");
+    let loader = registry::get(&name)?;
+    Some(call_loader(&name, &loader, key, bytes, None).map(|(m, _)| m))
 }
 
 /// Checks an import tree (CSR `row_ptr`/`child` over `n` modules): shape, index ranges, no

@@ -80,3 +80,58 @@ pub fn register(b: &mut Builder) {
         }
     }
 }
+
+/// A classic module (a device module: OpenCL, CUDA) as an `ffi.Module`: its functions are
+/// bridged as above.
+struct ClassicModule(crate::module::Module);
+
+impl super::module::NativeModule for ClassicModule {
+    fn kind(&self) -> &str {
+        self.0.type_key()
+    }
+
+    fn get_function(
+        &self,
+        _this: &super::object::ObjectRef,
+        name: &str,
+    ) -> FfiResult<Option<super::object::ObjectRef>> {
+        Ok(self.0.get_function(name, false)?.map(|f| super::function::from_fn(bridge(name, f))))
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// `ffi.Module.load_from_bytes.<kind>` for a kind only the classic runtime loads
+/// (`runtime.module.loadbinary_<kind>`: the OpenCL and CUDA modules of a v0.20+ library
+/// binary); `None` when there is no classic loader either.
+pub fn load_from_bytes(kind: &str, bytes: &[u8]) -> Option<FfiResult<super::object::ObjectRef>> {
+    let m = device_module(kind, bytes).or_else(|| crate::module::blob::load_bytes(kind, bytes))?;
+    Some(
+        m.map(|m| super::module::make_native_module(Box::new(ClassicModule(m))))
+            .map_err(|e| FfiError::runtime(format!("loading the {kind} module of the library binary: {e}"))),
+    )
+}
+
+/// The OpenCL and CUDA modules of a v0.20+ library binary: `fmt`, the function map (with
+/// `arg_extra_tags`), the code; read here rather than by the classic loaders, which read the
+/// v0.8 function map.
+#[allow(unused_variables)]
+fn device_module(kind: &str, bytes: &[u8]) -> Option<crate::error::Result<crate::module::Module>> {
+    let parse = || {
+        let mut r = crate::io::Reader::new(bytes, "device module");
+        crate::device::kernel::read_payload_tagged(&mut r)
+    };
+    match kind {
+        #[cfg(feature = "opencl")]
+        "opencl" => Some(parse().and_then(|(fmt, fmap, data)| {
+            crate::device::opencl::module::OpenClModule::new(fmt, fmap, data).map(crate::module::Module::new)
+        })),
+        #[cfg(feature = "cuda")]
+        "cuda" => Some(parse().map(|(fmt, fmap, data)| {
+            crate::module::Module::new(crate::device::cuda::module::CudaModule::new(fmt, fmap, data))
+        })),
+        _ => None,
+    }
+}

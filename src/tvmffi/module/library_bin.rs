@@ -73,12 +73,17 @@ fn parse(data: &[u8], lib_mod: ObjectRef) -> FfiResult<ObjectRef> {
         }
         let bytes = r.str()?;
         let loader_key = format!("ffi.Module.load_from_bytes.{kind}");
-        let loader = registry::get(&loader_key).ok_or_else(|| {
-            FfiError::runtime(format!(
+        let Some(loader) = registry::get(&loader_key) else {
+            // Device modules (OpenCL, CUDA) come from the classic runtime's loaders.
+            if let Some(m) = super::super::classic_bridge::load_from_bytes(&kind, bytes) {
+                modules.push(m?);
+                continue;
+            }
+            return Err(FfiError::runtime(format!(
                 "Library binary was created using {{{kind}}} but a loader of that name is not registered. \
                  Make sure to have runtime that registers {loader_key}"
-            ))
-        })?;
+            )));
+        };
         let m = super::super::function::call_any(&loader, &[Any::bytes(bytes)])?;
         modules
             .push(m.into_object().map_err(|_| FfiError::type_error(format!("{loader_key} did not return a module")))?);
