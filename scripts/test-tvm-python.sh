@@ -31,25 +31,40 @@ EOF
 then
   "$venv/bin/pip" install -q "apache-tvm==0.27.0.post1" "apache-tvm-ffi==0.1.15.post2" numpy pytest
 fi
-# Models made at test time by TVM's own compiler: a second venv with the untouched wheel
-# (its own libtvm_ffi.so), made once. Exports with OpenCL kernels (tests/python/relax/
-# make_device_models.py) and the model zoo (make_zoo.py, with TVM's own outputs).
-ref="${TVM27_REF_VENV:-target/tvm27-ref}"
-if [ ! -x "$ref/bin/python" ] || ! "$ref/bin/python" -c "import importlib.metadata as m; assert m.version('apache-tvm') == '0.27.0.post1'" 2>/dev/null; then
-  python3 -m venv "$ref"
-  "$ref/bin/pip" install -q "apache-tvm==0.27.0.post1" "apache-tvm-ffi==0.1.15.post2" numpy
-fi
-models="target/relax-models"
-for gen in make_device_models:device make_zoo:zoo; do
-  script="tests/python/relax/${gen%%:*}.py" out="$models/${gen##*:}"
-  [ -f "$script" ] || continue
-  if [ ! -f "$out/.made" ] || [ "$script" -nt "$out/.made" ]; then
-    rm -rf "$out" && mkdir -p "$out"
-    "$ref/bin/python" "$script" "$out" >"$out.log" 2>&1 || { cat "$out.log" >&2; exit 1; }
-    touch "$out/.made"
+# Models made at test time by TVM's own compilers: venvs with the untouched wheels (their own
+# libtvm_ffi.so), made once: v0.27 makes the exports with OpenCL kernels
+# (tests/python/relax/make_device_models.py) and the model zoo (make_zoo.py); v0.25, v0.26 and
+# v0.27 make the six fixture models each (make_release_models.py), with their own outputs.
+# apache-tvm 0.25.0 imports only with apache-tvm-ffi 0.1.12 (it was built against that ABI).
+ref_venv() { # VERSION FFI_VERSION DIR
+  if [ ! -x "$3/bin/python" ] || ! "$3/bin/python" -c "import importlib.metadata as m; assert m.version('apache-tvm') == '$1'" 2>/dev/null; then
+    python3 -m venv "$3"
+    "$3/bin/pip" install -q "apache-tvm==$1" "apache-tvm-ffi==$2" numpy
   fi
+}
+make_models() { # PYTHON SCRIPT OUT
+  if [ ! -f "$3/.made" ] || [ "$2" -nt "$3/.made" ]; then
+    rm -rf "$3" && mkdir -p "$3"
+    "$1" "$2" "$3" >"$3.log" 2>&1 || { cat "$3.log" >&2; exit 1; }
+    touch "$3/.made"
+  fi
+}
+models="$PWD/target/relax-models"
+ref="${TVM27_REF_VENV:-target/tvm27-ref}"
+ref_venv 0.27.0.post1 0.1.15.post2 "$ref"
+make_models "$ref/bin/python" tests/python/relax/make_device_models.py "$models/device"
+make_models "$ref/bin/python" tests/python/relax/make_zoo.py "$models/zoo"
+release_dirs=()
+for r in 0.25.0:0.1.12 0.26.0:0.1.15.post2 0.27.0.post1:0.1.15.post2; do
+  v="${r%%:*}" rv="target/tvm${v%%.post*}-ref"
+  [ "$v" = 0.27.0.post1 ] && rv="$ref"
+  ref_venv "$v" "${r##*:}" "$rv"
+  make_models "$rv/bin/python" tests/python/relax/make_release_models.py "$models/release-$v"
+  release_dirs+=("$models/release-$v")
 done
-export RELAX_DEVICE_MODELS="$PWD/$models/device" RELAX_ZOO="$PWD/$models/zoo"
+export RELAX_DEVICE_MODELS="$models/device" RELAX_ZOO="$models/zoo"
+RELAX_RELEASE_MODELS="$(IFS=:; echo "${release_dirs[*]}")"
+export RELAX_RELEASE_MODELS
 py="$(scripts/tvm-ffi-venv.sh "$venv" "$lib")"
 libdir="$venv/tvm-runtime-lib"
 mkdir -p "$libdir"

@@ -221,7 +221,9 @@ impl<'a> LibraryBin<'a> {
 /// functions (tvm-ffi's context symbols, registered by TVM's runtime through
 /// `TVMFFIEnvModRegisterContextSymbol`, written into every library opened as a module): kernels
 /// call back into the runtime through them. A library defines only the slots its kernels use.
-pub const CONTEXT_SYMBOLS: [&str; 8] = [
+/// `__TVMBackendGetFuncFromEnv` is v0.25's lookup slot (v0.26+ use
+/// `__TVMFFIEnvModLookupFromImports` and `__TVMFFIHandleInitOnce`); it takes the same arguments.
+pub const CONTEXT_SYMBOLS: [&str; 9] = [
     "__TVMFFIFunctionCall",
     "__TVMFFIErrorSetRaisedFromCStr",
     "__TVMFFIEnvModLookupFromImports",
@@ -230,6 +232,7 @@ pub const CONTEXT_SYMBOLS: [&str; 8] = [
     "__TVMBackendFreeWorkspace",
     "__TVMBackendParallelLaunch",
     "__TVMBackendParallelBarrier",
+    "__TVMBackendGetFuncFromEnv",
 ];
 /// Prefix of a library function's symbol: function `name` is `__tvm_ffi_<name>`, a
 /// `TVMFFISafeCallType` (a VM-TIR function `f` is the library function `__vmtir__f`).

@@ -314,7 +314,10 @@ fn context_symbols() -> &'static Mutex<Vec<(String, usize)>> {
         use crate::ffi::backend::{
             TVMBackendAllocWorkspace, TVMBackendFreeWorkspace, TVMBackendParallelBarrier, TVMBackendParallelLaunch,
         };
-        let builtin: [(&str, usize); 8] = [
+        // TVM v0.25's kernels look functions up through `__TVMBackendGetFuncFromEnv` (its
+        // runtime registered TVMFFIEnvModLookupFromImports under that name; v0.26+ use
+        // `__TVMFFIEnvModLookupFromImports`): a library of either release finds its slot filled.
+        let builtin: [(&str, usize); 9] = [
             ("__TVMFFIFunctionCall", TVMFFIFunctionCall as *const () as usize),
             ("__TVMFFIErrorSetRaisedFromCStr", TVMFFIErrorSetRaisedFromCStr as *const () as usize),
             ("__TVMFFIEnvModLookupFromImports", TVMFFIEnvModLookupFromImports as *const () as usize),
@@ -323,6 +326,7 @@ fn context_symbols() -> &'static Mutex<Vec<(String, usize)>> {
             ("__TVMBackendFreeWorkspace", TVMBackendFreeWorkspace as *const () as usize),
             ("__TVMBackendParallelLaunch", TVMBackendParallelLaunch as *const () as usize),
             ("__TVMBackendParallelBarrier", TVMBackendParallelBarrier as *const () as usize),
+            ("__TVMBackendGetFuncFromEnv", TVMFFIEnvModLookupFromImports as *const () as usize),
         ];
         Mutex::new(builtin.iter().map(|&(n, f)| (n.to_owned(), f)).collect())
     })

@@ -7,7 +7,8 @@ For each model: `tvm.compile(mod, target="llvm")` (or `relax.build(..., exec_mod
 `export_library(OUT/NAME.so)`, then the exported file is loaded back with TVM's own runtime and
 called on random inputs (fixed seed). `NAME.in.K.npy` are the arguments in call order (a tuple
 argument flattened depth first), `NAME.out.K.npy` the results (a tuple result flattened depth
-first; opaque objects such as a KV cache have no file). `manifest.json` has the format of
+first; opaque objects such as a KV cache have no file; bfloat16/float8 arrays are stored as their
+raw unsigned-int bits, the manifest names the real dtype). `manifest.json` has the format of
 ../shared/fixtures-v0.27 (file, function, inputs, outputs, rtol, atol, covers) plus:
 
 - `kind` on an input/output: "tensor" (default), "shape" (`R.Shape`, stored as int64 1-d),
@@ -21,7 +22,9 @@ first; opaque objects such as a KV cache have no file). `manifest.json` has the 
 - `exec_mode`: "compiled" where the VM functions are compiled to TIR (VM-TIR);
 - several entries may share one file (`NAME__FUNCTION`): modules with several functions.
 
-Models the compiler rejects are listed under `skipped` with the error.
+Models the compiler rejects are listed under `skipped` with the error (the `refused_*` models are
+kept on purpose to record what v0.27 refuses). Naming models after OUT_DIR remakes only those, in
+an existing zoo.
 """
 
 import json
@@ -29,6 +32,7 @@ import os
 import sys
 import traceback
 
+import ml_dtypes
 import numpy as np
 import tvm
 import tvm.relax.frontend.nn as nn
@@ -515,6 +519,42 @@ def _(rng):
     return dict(mod=mod, inputs=[randn(rng, 3, dtype="float64"), np.array(1.25, "float32")])
 
 
+@model("bf16", "bfloat16 inputs/outputs (npy files hold the raw uint16 bits), bf16 add/multiply/"
+       "matmul, astype bf16<->float32, bf16 constant", rtol=2e-2, atol=2e-2)
+def _(rng):
+    @I.ir_module
+    class Mod_bf16:
+        @R.function
+        def main(x: R.Tensor((4, 8), "bfloat16"), w: R.Tensor((8, 3), "bfloat16"), y: R.Tensor((4, 3), "float32")):
+            with R.dataflow():
+                m = R.matmul(x, w)
+                a = R.add(m, R.astype(y, "bfloat16"))
+                s = R.multiply(a, R.astype(R.const(0.5, "float32"), "bfloat16"))
+                f = R.astype(s, "float32")
+                R.output(s, f)
+            return (s, f)
+
+    return dict(mod=Mod_bf16, inputs=[randn(rng, 4, 8).astype(ml_dtypes.bfloat16),
+                               randn(rng, 8, 3, scale=0.3).astype(ml_dtypes.bfloat16), randn(rng, 4, 3)])
+
+
+@model("fp8", "float8_e4m3fn / float8_e5m2 tensors (npy files hold the raw uint8 bits): astype "
+       "float32<->fp8, multiply in float32", rtol=1e-2, atol=1e-2)
+def _(rng):
+    @I.ir_module
+    class Mod_fp8:
+        @R.function
+        def main(x: R.Tensor((6,), "float8_e4m3fn"), y: R.Tensor((6,), "float32")):
+            with R.dataflow():
+                a = R.multiply(R.astype(x, "float32"), y)
+                q = R.astype(a, "float8_e4m3fn")
+                r = R.astype(y, "float8_e5m2")
+                R.output(a, q, r)
+            return (a, q, r)
+
+    return dict(mod=Mod_fp8, inputs=[randn(rng, 6).astype(ml_dtypes.float8_e4m3fn), randn(rng, 6)])
+
+
 # ---------------------------------------------------------------------------------------------
 # Dynamic shapes
 
@@ -602,7 +642,8 @@ def _(rng):
     return dict(mod=Mod_dyn_upper_bound, inputs=[randn(rng, 7, 4)])
 
 
-@model("zero_size", "symbolic dim called with 0: empty tensors through add, sum, concat, matmul")
+@model("zero_size", "symbolic dim called with 0: empty tensors through add, sum (non-empty axis), "
+       "concat, matmul with an empty output")
 def _(rng):
     @I.ir_module
     class Mod_zero_size:
@@ -610,9 +651,11 @@ def _(rng):
         def main(x: R.Tensor(("n", 3), "float32"), y: R.Tensor((2, 3), "float32")):
             with R.dataflow():
                 a = R.add(x, R.const(1.0, "float32"))
-                s = R.sum(x, axis=[0])
+                # No reductions over the empty axis: TVM's kernels leave their output
+                # uninitialised there (the init sits inside the empty loop).
+                s = R.sum(x, axis=[1])
                 c = R.concat((x, y), axis=0)
-                m = R.matmul(R.permute_dims(x), x)
+                m = R.matmul(y, R.permute_dims(x))
                 R.output(a, s, c, m)
             return (a, s, c, m)
 
@@ -682,10 +725,10 @@ def _(rng):
     @I.ir_module
     class Mod_closure:
         @R.function
-        def apply_twice(f: R.Callable([R.Tensor((3,), "float32")], R.Tensor((3,), "float32")),
-                        x: R.Tensor((3,), "float32")) -> R.Tensor((3,), "float32"):
-            y = f(x)
-            z = f(y)
+        def apply_twice(f: R.Any, x: R.Tensor((3,), "float32")) -> R.Tensor((3,), "float32"):
+            # After LambdaLift a closure is R.Any (make_closure), so call it explicitly.
+            y = R.invoke_pure_closure(f, (x,), ty_args=R.Tensor((3,), "float32"))
+            z = R.invoke_pure_closure(f, (y,), ty_args=R.Tensor((3,), "float32"))
             return z
 
         @R.function
@@ -702,7 +745,10 @@ def _(rng):
 
             a = scale(x)
             b = cls.apply_twice(scale, x)
-            c = cls.apply_twice(plain, a)
+            # A closure's result is R.Any after LowerRuntimeBuiltin: the v0.27 compiler refuses any
+            # later use of it as a typed argument (a Relax call or a kernel: "Argument 0 type
+            # mismatch ... given R.Any"), so closure results are only returned or fed to closures.
+            c = plain(x)
             return (a, b, c)
 
     # tvm.compile's default pipeline has no LambdaLift (VMShapeLower refuses local functions).
@@ -729,7 +775,8 @@ def _(rng):
 
 
 @model("multi_fn", "several exported functions in one module (entries multi_fn, multi_fn__decode, "
-       "multi_fn__both) sharing a private helper and bound constants")
+       "multi_fn__both, multi_fn__numel, multi_fn__shape) sharing a private helper and a constant; "
+       "a bare R.Prim result and a bare R.Shape result")
 def _(rng):
     @I.ir_module
     class Mod_multi_fn:
@@ -748,6 +795,16 @@ def _(rng):
             return cls.helper(R.negative(x), w)
 
         @R.function
+        def numel(x: R.Tensor(("n", "m"), "float32")) -> R.Prim("int64"):
+            n = T.int64()
+            m = T.int64()
+            return R.prim_value(n * m)
+
+        @R.function
+        def shape(x: R.Tensor(("n", "m"), "float32")) -> R.Shape(ndim=2):
+            return R.shape_of(x)
+
+        @R.function
         def both(x: R.Tensor((2, 4), "float32"), w: R.Tensor((4, 4), "float32")):
             cls = Mod_multi_fn
             e = cls.encode(x)
@@ -755,7 +812,8 @@ def _(rng):
             return (e, d)
 
     x, w = randn(rng, 2, 4), randn(rng, 4, 4)
-    return dict(mod=Mod_multi_fn, calls=[("encode", [x]), ("decode", [x, w]), ("both", [x, w])])
+    return dict(mod=Mod_multi_fn, calls=[("encode", [x]), ("decode", [x, w]), ("both", [x, w]),
+                                       ("numel", [randn(rng, 3, 5)]), ("shape", [randn(rng, 3, 5)])])
 
 
 @model("nn_multi_method", "nn.Module with two methods (embed: Embedding/take on int32 ids; forward: "
@@ -875,9 +933,8 @@ def _(rng):
 
 
 @model("kv_cache", "nn.Module effects: nn.KVCache (vm.builtin.attention_kv_cache_create/append/"
-       "view, growth past the initial capacity), _initialize_effect called first (init), debug=True "
-       "with nn.op.print_ (vm.builtin.invoke_debug_func -> vm.builtin.debug_print, a Python "
-       "global), opaque objects in the result", rtol=1e-5, atol=1e-5)
+       "view, growth past the initial capacity 2 to 6 rows), _initialize_effect called first "
+       "(init), opaque cache object in the result")
 def _(rng):
     class Dec(nn.Module):
         def __init__(self):
@@ -889,12 +946,102 @@ def _(rng):
             self.k.append(y)
             self.k.append(y * 2.0)
             v = self.k.view(6)
-            nn.op.print_(nn.op.sum(y))
             return nn.op.sum(v, axis=0)
 
-    mod, params = Dec().export_tvm({"forward": {"x": spec.Tensor((3, 2, 4), "float32")}}, debug=True)
+    mod, params = Dec().export_tvm({"forward": {"x": spec.Tensor((3, 2, 4), "float32")}})
     return dict(mod=mod, function="forward", inputs=[randn(rng, 3, 2, 4)] + param_values(params, rng),
                 init={"function": "_initialize_effect", "insert_at": 1})
+
+
+@model("nn_debug_print", "nn.Module export_tvm(debug=True): an IO effect (R.null_value) from "
+       "_initialize_effect, nn.op.print_ -> vm.builtin.invoke_debug_func calling "
+       "vm.builtin.debug_print (a global registered by tvm.runtime.vm's Python)")
+def _(rng):
+    class Dbg(nn.Module):
+        def __init__(self):
+            self.fc = nn.Linear(4, 2)
+
+        def forward(self, x: nn.Tensor):
+            y = self.fc(x)
+            nn.op.print_(nn.op.sum(y))
+            return nn.op.relu(y)
+
+    mod, params = Dbg().export_tvm({"forward": {"x": spec.Tensor((3, 4), "float32")}}, debug=True)
+    return dict(mod=mod, function="forward", inputs=[randn(rng, 3, 4)] + param_values(params, rng),
+                init={"function": "_initialize_effect", "insert_at": 1})
+
+
+@model("tir_parallel", "hand-written TIR with T.parallel (TVMBackendParallelLaunch), "
+       "T.vectorized, a 64 KiB scratch buffer (TVMBackendAllocWorkspace/FreeWorkspace), "
+       "on a symbolic row count")
+def _(rng):
+    @I.ir_module
+    class Mod_tir_parallel:
+        @T.prim_func
+        def rowwise(a: T.handle, out: T.handle):
+            n = T.int64()
+            A = T.match_buffer(a, (n, 64), "float32")
+            O = T.match_buffer(out, (n, 64), "float32")
+            for i in T.parallel(n):
+                tmp = T.decl_buffer((64, 256), "float32")
+                for j in range(64):
+                    for k in T.vectorized(256):
+                        tmp[j, k] = A[i, j] * T.Cast("float32", k)
+                for j in range(64):
+                    O[i, j] = T.float32(0)
+                    for k in range(256):
+                        O[i, j] = O[i, j] + tmp[j, k] * T.float32(0.001)
+
+        @R.function
+        def main(x: R.Tensor(("n", 64), "float32")):
+            cls = Mod_tir_parallel
+            n = T.int64()
+            y = R.call_tir(cls.rowwise, (x,), out_ty=R.Tensor((n, 64), "float32"))
+            return y
+
+    return dict(mod=Mod_tir_parallel, inputs=[randn(rng, 9, 64)])
+
+
+@model("wide_args", "a function of 70 tensor arguments (more than any small register window) "
+       "plus a 256x256 float32 (256 KiB) bound constant", rtol=1e-4, atol=1e-4)
+def _(rng):
+    bb = relax.BlockBuilder()
+    xs = [relax.Var(f"x{i}", relax.TensorType((4, 256), "float32")) for i in range(70)]
+    big = relax.const(randn(rng, 256, 256, scale=0.05))
+    with bb.function("main", xs):
+        with bb.dataflow():
+            acc = xs[0]
+            for i, x in enumerate(xs[1:]):
+                acc = bb.emit(relax.op.add(acc, relax.op.multiply(x, relax.const(float(i % 7), "float32"))))
+            out = bb.emit_output(relax.op.matmul(acc, big))
+        bb.emit_func_output(out)
+    return dict(mod=bb.get(), inputs=[randn(rng, 4, 256) for _ in range(70)])
+
+
+@model("sampling", "nn.op.multinomial_from_uniform and sample_top_p_top_k_from_sorted_prob "
+       "(LLM sampling ops as the CPU pipeline lowers them), int64 index outputs")
+def _(rng):
+    class Sampler(nn.Module):
+        def forward(self, prob: nn.Tensor, sorted_prob: nn.Tensor, sorted_idx: nn.Tensor,
+                    top_p: nn.Tensor, top_k: nn.Tensor, u: nn.Tensor, idx: nn.Tensor):
+            # renormalize_top_p_top_k_prob is in the `refused_renormalize` model: v0.27 emits
+            # invalid LLVM for it on CPU.
+            m = nn.op.multinomial_from_uniform(prob, u, idx)
+            s = nn.op.sample_top_p_top_k_from_sorted_prob(sorted_prob, sorted_idx, top_p, top_k, u, idx)
+            return m, s
+
+    mod, _ = Sampler().export_tvm({"forward": {
+        "prob": spec.Tensor((2, 6), "float32"), "sorted_prob": spec.Tensor((2, 6), "float32"),
+        "sorted_idx": spec.Tensor((2, 6), "int64"), "top_p": spec.Tensor((2, 1), "float32"),
+        "top_k": spec.Tensor((2, 1), "int64"), "u": spec.Tensor((2, 1), "float32"),
+        "idx": spec.Tensor((2, 1), "int64")}})
+    logits = randn(rng, 2, 6)
+    prob = (np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)).astype("float32")
+    order = np.argsort(-prob, axis=-1)
+    sp = np.take_along_axis(prob, order, -1).astype("float32")
+    return dict(mod=mod, function="forward", inputs=[
+        prob, sp, order.astype("int64"), np.array([[0.9], [0.5]], "float32"),
+        np.array([[3], [6]], "int64"), np.array([[0.3], [0.8]], "float32"), np.array([[0], [1]], "int64")])
 
 
 @model("print_assert", "R.print and R.assert_op (compiler-only relax.run.print / relax.run.assert_op)",
@@ -949,6 +1096,21 @@ def _(rng):
     return dict(mod=Mod_unique_nonzero, inputs=[np.array([3, 0, 1, 3, 0, 7, 1, 3], "int32")])
 
 
+@model("shape_to_tensor", "R.shape_to_tensor of a symbolic shape expression (legalized to a TIR "
+       "kernel taking the dims as scalar arguments), int64 tensor result")
+def _(rng):
+    @I.ir_module
+    class Mod_shape_to_tensor:
+        @R.function
+        def main(x: R.Tensor(("n", "m"), "float32")):
+            n = T.int64()
+            m = T.int64()
+            t = R.shape_to_tensor(R.shape([n, m, n * m]))
+            return t
+
+    return dict(mod=Mod_shape_to_tensor, inputs=[randn(rng, 3, 5)])
+
+
 # ---------------------------------------------------------------------------------------------
 # exec_mode="compiled" (VM functions compiled to TIR; needs TVMBackendAnyList* from the runtime)
 
@@ -989,7 +1151,79 @@ def _(rng):
 
 
 # ---------------------------------------------------------------------------------------------
+# Models the v0.27 compiler refuses (kept so that `skipped` in the manifest records why; if a
+# later wheel accepts one, it simply becomes a model)
+
+
+@model("refused_renormalize", "nn.op.renormalize_top_p_top_k_prob (v0.27: LLVM module "
+       "verification fails, fcmp on i1)")
+def _(rng):
+    class Renorm(nn.Module):
+        def forward(self, prob: nn.Tensor, sorted_prob: nn.Tensor, top_p: nn.Tensor, top_k: nn.Tensor):
+            return nn.op.renormalize_top_p_top_k_prob(prob, sorted_prob, top_p, top_k)
+
+    mod, _ = Renorm().export_tvm({"forward": {
+        "prob": spec.Tensor((2, 6), "float32"), "sorted_prob": spec.Tensor((2, 6), "float32"),
+        "top_p": spec.Tensor((2, 1), "float32"), "top_k": spec.Tensor((2, 1), "int64")}})
+    p = np.full((2, 6), 1 / 6, "float32")
+    return dict(mod=mod, function="forward", inputs=[p, p, np.array([[0.9], [0.5]], "float32"),
+                                                     np.array([[3], [6]], "int64")])
+
+
+@model("refused_closure_result", "a closure's result used by an op (v0.27: invoke_closure is R.Any "
+       "after LowerRuntimeBuiltin, 'Argument 0 type mismatch')")
+def _(rng):
+    @I.ir_module
+    class Mod_refused_closure_result:
+        @R.function
+        def main(x: R.Tensor((3,), "float32"), w: R.Tensor((3,), "float32")):
+            @R.function
+            def scale(v: R.Tensor((3,), "float32")) -> R.Tensor((3,), "float32"):
+                return R.multiply(v, w)
+
+            a = scale(x)
+            return R.add(a, x)
+
+    return dict(mod=relax.transform.LambdaLift()(Mod_refused_closure_result), inputs=[randn(rng, 3), randn(rng, 3)])
+
+
+@model("refused_closure_no_lift", "a local function compiled without LambdaLift (v0.27: "
+       "'VMShapeLower do not work for local functions')")
+def _(rng):
+    @I.ir_module
+    class Mod_refused_closure_no_lift:
+        @R.function
+        def main(x: R.Tensor((3,), "float32"), w: R.Tensor((3,), "float32")):
+            @R.function
+            def scale(v: R.Tensor((3,), "float32")) -> R.Tensor((3,), "float32"):
+                return R.multiply(v, w)
+
+            return scale(x)
+
+    return dict(mod=Mod_refused_closure_no_lift, inputs=[randn(rng, 3), randn(rng, 3)])
+
+
+@model("refused_reshape_shape_var", "R.reshape to an R.Shape argument itself (v0.27: the reshape "
+       "legalizer asserts a ShapeExpr)")
+def _(rng):
+    @I.ir_module
+    class Mod_refused_reshape_shape_var:
+        @R.function
+        def main(x: R.Tensor((12,), "float32"), s: R.Shape(["a", "b"])):
+            return R.reshape(x, s)
+
+    return dict(mod=Mod_refused_reshape_shape_var, inputs=[randn(rng, 12), Shape([3, 4])])
+
+
+# ---------------------------------------------------------------------------------------------
 # driver
+
+
+def npy_safe(a):
+    """ml_dtypes arrays (bfloat16, float8_*) are saved as their raw unsigned-int bits."""
+    if a.dtype.name in ("bfloat16",) or a.dtype.name.startswith("float8"):
+        return a.view(f"uint{a.dtype.itemsize * 8}")
+    return a
 
 
 def flatten_inputs(values, files, specs):
@@ -1025,7 +1259,8 @@ def to_tvm(values):
 
 def flatten_result(value, files, specs):
     """Returns the tree of leaf indices."""
-    if isinstance(value, (list, tuple)) or type(value).__name__ == "Array":
+    if type(value).__name__ not in ("Shape", "ShapeTuple") and (
+        isinstance(value, (list, tuple)) or type(value).__name__ == "Array"):
         return [flatten_result(v, files, specs) for v in value]
     k = len(specs)
     if isinstance(value, tvm.runtime.Tensor):
@@ -1077,10 +1312,10 @@ def make(name, info, out_dir):
         out_files, out_specs = [], []
         tree = flatten_result(result, out_files, out_specs)
         for k, a in enumerate(in_files):
-            np.save(os.path.join(out_dir, f"{entry}.in.{k}.npy"), a)
+            np.save(os.path.join(out_dir, f"{entry}.in.{k}.npy"), npy_safe(a))
         for k, a in enumerate(out_files):
             if a is not None:
-                np.save(os.path.join(out_dir, f"{entry}.out.{k}.npy"), a)
+                np.save(os.path.join(out_dir, f"{entry}.out.{k}.npy"), npy_safe(a))
         e = {"file": so, "function": func, "inputs": in_specs, "outputs": out_specs,
              "out_tree": tree, "rtol": info["rtol"], "atol": info["atol"], "covers": info["covers"]}
         if init:
@@ -1098,20 +1333,35 @@ def main():
     only = sys.argv[2:]
     os.makedirs(out_dir, exist_ok=True)
     manifest = {"tvm": tvm.__version__, "models": {}, "skipped": {}}
+    path = os.path.join(out_dir, "manifest.json")
+    if only and os.path.isfile(path):  # remake some models of an existing zoo
+        with open(path) as f:
+            manifest = json.load(f)
+    unknown = [n for n in only if n not in MODELS]
+    if unknown:
+        sys.exit(f"unknown models {unknown}; known: {list(MODELS)}")
     for name, info in MODELS.items():
         if only and name not in only:
             continue
+        for old in [e for e in manifest["models"] if e == name or e.startswith(name + "__")]:
+            del manifest["models"][old]
+        manifest["skipped"].pop(name, None)
         try:
             entries = make(name, info, out_dir)
             manifest["models"].update(entries)
             print(f"ok    {name}: {', '.join(entries)}", flush=True)
         except Exception as e:  # the compiler refused it: record why
-            msg = f"{type(e).__name__}: {e}"
-            manifest["skipped"][name] = {"covers": info["covers"], "error": msg[-2000:]}
-            print(f"SKIP  {name}: {msg.strip().splitlines()[-1][:300]}", flush=True)
+            msg = f"{type(e).__name__}: {e}".strip()
+            where = traceback.extract_tb(e.__traceback__)[-1]
+            if msg.endswith(":"):  # a bare assert
+                msg += f" (at {where.filename}:{where.lineno}: {where.line})"
+            lines = [l.strip() for l in msg.splitlines() if l.strip()]
+            short = next((l for l in lines if "Error:" in l or "error:" in l), lines[-1])
+            manifest["skipped"][name] = {"covers": info["covers"], "error": short, "detail": msg[-3000:]}
+            print(f"SKIP  {name}: {short[:300]}", flush=True)
             if os.environ.get("ZOO_TRACE"):
                 traceback.print_exc()
-    with open(os.path.join(out_dir, "manifest.json"), "w") as f:
+    with open(path, "w") as f:
         json.dump(manifest, f, indent=1)
     print(f"{len(manifest['models'])} entries, {len(manifest['skipped'])} skipped -> {out_dir}")
 
