@@ -63,6 +63,11 @@ const HEADER_FUNCTIONS: [&str; 52] = [
 
 const EXTRA: [&str; 3] = ["TVMArrayGetTypeIndex", "__gnu_f2h_ieee", "__gnu_h2f_ieee"];
 
+/// TVM v0.20+'s runtime C functions that compiled VM-TIR code (`exec_mode="compiled"`) imports
+/// (v0.27's `c_backend_api.h`).
+const ANYLIST: [&str; 3] =
+    ["TVMBackendAnyListMoveFromPackedReturn", "TVMBackendAnyListResetItem", "TVMBackendAnyListSetPackedArg"];
+
 /// The DNNL kernels that C-source BYOC libraries import (TVM's `dnnl_kernel.h`; not in a public
 /// header, as in TVM).
 const DNNL_KERNELS: [&str; 7] = [
@@ -153,6 +158,7 @@ fn exports_exactly_the_c_api() {
     let mut want: Vec<String> = HEADER_FUNCTIONS
         .iter()
         .chain(EXTRA.iter())
+        .chain(ANYLIST.iter())
         .chain(DNNL_KERNELS.iter())
         .chain(TVM_FFI_FUNCTIONS.iter())
         .map(|s| (*s).to_owned())

@@ -16,6 +16,7 @@
 pub mod builtins;
 pub mod executable;
 pub mod format;
+pub mod kv_cache;
 pub mod objects;
 pub mod text;
 pub mod vm;
@@ -24,6 +25,7 @@ pub mod vm_module;
 /// Adds the Relax VM's globals to the tvm-ffi registry.
 pub fn register(b: &mut crate::tvmffi::registry::Builder) {
     builtins::register(b);
+    kv_cache::register(b);
     vm_module::register(b);
 }
 

@@ -129,9 +129,56 @@ fn device_module(kind: &str, bytes: &[u8]) -> Option<crate::error::Result<crate:
             crate::device::opencl::module::OpenClModule::new(fmt, fmap, data).map(crate::module::Module::new)
         })),
         #[cfg(feature = "cuda")]
-        "cuda" => Some(parse().map(|(fmt, fmap, data)| {
-            crate::module::Module::new(crate::device::cuda::module::CudaModule::new(fmt, fmap, data))
+        "cuda" => Some(parse().and_then(|(fmt, fmap, data)| {
+            let (fmt, data) = if fmt == "cuda" { compile_cuda_source(&data)? } else { (fmt, data) };
+            Ok(crate::module::Module::new(crate::device::cuda::module::CudaModule::new(fmt, fmap, data)))
         })),
         _ => None,
+    }
+}
+
+/// A `cuda` module saved as CUDA C (what TVM v0.27 exports where its CUDA runtime is absent):
+/// compiled at load, as TVM's CUDA module does, by the global `tvm_callback_cuda_compile`
+/// (registered by TVM's Python, `tvm.support.nvcc`); PTX when the result starts with `/`, else
+/// a cubin.
+#[cfg(feature = "cuda")]
+fn compile_cuda_source(source: &[u8]) -> crate::error::Result<(String, Vec<u8>)> {
+    use crate::error::Error;
+    let f = super::registry::get("tvm_callback_cuda_compile").ok_or_else(|| {
+        Error::value(
+            "fmt=='cuda' requires tvm_callback_cuda_compile to be registered. Import tvm.support.nvcc. \
+             (the export holds CUDA C source, which is compiled when it is loaded)",
+        )
+    })?;
+    let src = Any::string(&String::from_utf8_lossy(source));
+    let out = super::function::call_any(&f, &[src])
+        .map_err(|e| Error::value(format!("tvm_callback_cuda_compile: {}", e.message())))?;
+    let code = out
+        .as_str_bytes()
+        .ok_or_else(|| Error::value("tvm_callback_cuda_compile returned neither bytes nor a string"))?
+        .to_vec();
+    let fmt = if code.first() == Some(&b'/') { "ptx" } else { "cubin" };
+    Ok((fmt.to_owned(), code))
+}
+
+#[cfg(all(test, feature = "cuda"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cuda_source_is_compiled_by_the_registered_callback() {
+        let name = "tvm_callback_cuda_compile";
+        super::super::registry::remove(name);
+        let e = compile_cuda_source(b"__global__ void k() {}").unwrap_err().to_string();
+        assert!(e.contains("requires tvm_callback_cuda_compile"), "{e}");
+        let f = super::super::function::from_fn(|a| {
+            // SAFETY: a valid view.
+            let src = unsafe { super::super::string::view_str_bytes(&a[0]) }.unwrap().to_vec();
+            Ok(if src.starts_with(b"ptx:") { Any::string("// ptx text") } else { Any::bytes(b"\x7fELF cubin") })
+        });
+        super::super::registry::set(name, f, true, None).unwrap();
+        assert_eq!(compile_cuda_source(b"ptx: k").unwrap(), ("ptx".to_owned(), b"// ptx text".to_vec()));
+        assert_eq!(compile_cuda_source(b"k").unwrap().0, "cubin");
+        super::super::registry::remove(name);
     }
 }

@@ -2,6 +2,7 @@
 //! its arguments, runs the core inside [`safe_call`](super::error::safe_call) (errors and panics
 //! become a raised `ffi.Error` and a non-zero return) and encodes the result.
 
+mod anylist;
 mod bigint;
 pub mod core;
 mod env;

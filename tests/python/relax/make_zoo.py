@@ -65,7 +65,8 @@ class Shape:
 MODELS = {}
 
 
-def model(name, covers, rtol=1e-5, atol=1e-5, needs_full_runtime=False, exec_mode="bytecode"):
+def model(name, covers, rtol=1e-5, atol=1e-5, needs_full_runtime=False, exec_mode="bytecode",
+          needs_compiler_python=False):
     def register(build):
         MODELS[name] = dict(
             build=build,
@@ -73,6 +74,7 @@ def model(name, covers, rtol=1e-5, atol=1e-5, needs_full_runtime=False, exec_mod
             rtol=rtol,
             atol=atol,
             needs_full_runtime=needs_full_runtime,
+            needs_compiler_python=needs_compiler_python,
             exec_mode=exec_mode,
         )
         return build
@@ -1045,7 +1047,7 @@ def _(rng):
 
 
 @model("print_assert", "R.print and R.assert_op (compiler-only relax.run.print / relax.run.assert_op)",
-       needs_full_runtime=True)
+       needs_full_runtime=True, needs_compiler_python=True)
 def _(rng):
     @I.ir_module
     class Mod_print_assert:
@@ -1083,7 +1085,8 @@ def _(rng):
 
 
 @model("unique_nonzero", "data-dependent output shapes through compiler-only builtins "
-       "(R.unique -> relax.run.unique, R.nonzero -> relax.run.nonzero)", needs_full_runtime=True)
+       "(R.unique -> relax.run.unique, R.nonzero -> relax.run.nonzero)", needs_full_runtime=True,
+       needs_compiler_python=True)
 def _(rng):
     @I.ir_module
     class Mod_unique_nonzero:
@@ -1322,6 +1325,8 @@ def make(name, info, out_dir):
             e["init"] = init
         if info["needs_full_runtime"]:
             e["needs_full_runtime"] = True
+        if info["needs_compiler_python"]:
+            e["needs_compiler_python"] = True
         if info["exec_mode"] != "bytecode":
             e["exec_mode"] = info["exec_mode"]
         entries[entry] = e
