@@ -260,18 +260,20 @@ impl RelaxModule {
         self.0.exe.stats()
     }
 
-    /// The module tree: (kind, functions where listed, imports), starting at the executable.
+    /// The module tree, starting at the executable: kinds, functions where listed, imports.
     pub fn module_tree(&self) -> ModuleTree {
-        fn walk(m: &ObjectRef) -> ModuleTree {
-            let kind = if module::native::<ExecModule>(m).is_some() {
-                "relax.VMExecutable".to_owned()
+        fn walk(m: &ObjectRef, me: &Inner) -> ModuleTree {
+            let (kind, functions) = if module::native::<ExecModule>(m).is_some() {
+                ("relax.VMExecutable".to_owned(), Some(me.functions.iter().map(|f| f.name.clone()).collect()))
             } else {
-                module_kind(m).unwrap_or_else(|| "library".to_owned())
+                let kind = module_kind(m).unwrap_or_else(|| "library".to_owned());
+                let functions = if kind == "library" { library_kernels(&me.path) } else { None };
+                (kind, functions)
             };
-            let imports = module::imports(m).unwrap_or_default().iter().map(walk).collect();
-            ModuleTree { kind, imports }
+            let imports = module::imports(m).unwrap_or_default().iter().map(|i| walk(i, me)).collect();
+            ModuleTree { kind, functions, imports }
         }
-        walk(&self.0.exec)
+        walk(&self.0.exec, &self.0)
     }
 }
 
@@ -280,8 +282,28 @@ impl RelaxModule {
 pub struct ModuleTree {
     /// Its kind: `relax.VMExecutable`, `library` (the kernels), a device module kind, ...
     pub kind: String,
+    /// Its functions, where the kind lists them: the executable's Relax functions, the
+    /// library's kernels (its `__tvm_ffi_<name>` symbols).
+    pub functions: Option<Vec<String>>,
     /// The modules it imports, in order.
     pub imports: Vec<ModuleTree>,
+}
+
+/// The kernels a TVM v0.22+ library exports: its `__tvm_ffi_<name>` function symbols, sorted.
+fn library_kernels(path: &Path) -> Option<Vec<String>> {
+    use object::{Object, ObjectSymbol, SymbolKind};
+    let file = std::fs::File::open(path).ok()?;
+    let cache = object::read::ReadCache::new(file);
+    let obj = object::File::parse(&cache).ok()?;
+    let mut names: Vec<String> = obj
+        .dynamic_symbols()
+        .filter(|s| s.is_definition() && s.is_global() && s.kind() == SymbolKind::Text)
+        .filter_map(|s| s.name().ok()?.strip_prefix("__tvm_ffi_").map(str::to_owned))
+        .filter(|n| !n.starts_with('_'))
+        .collect();
+    names.sort();
+    names.dedup();
+    Some(names)
 }
 
 fn module_kind(m: &ObjectRef) -> Option<String> {

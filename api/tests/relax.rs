@@ -129,6 +129,9 @@ fn every_model_gives_tvms_outputs() {
         let tree = module.module_tree();
         assert_eq!(tree.kind, "relax.VMExecutable");
         assert_eq!(tree.imports.iter().map(|m| m.kind.as_str()).collect::<Vec<_>>(), ["library"], "{}", c.name);
+        assert!(tree.functions.as_ref().unwrap().contains(&c.function), "{}", c.name);
+        let lib = tree.imports[0].functions.as_ref().expect("the library lists its kernels");
+        assert!(packed.kernels.iter().all(|k| lib.contains(k)), "{}: {packed:?} vs {lib:?}", c.name);
         // Both allocators; repeated calls give the same outputs.
         for alloc in [tvm_rt::AllocatorKind::Pooled, tvm_rt::AllocatorKind::Naive] {
             let mut vm = RelaxVm::with_allocator(&module, &[Device::cpu()], alloc).unwrap();
