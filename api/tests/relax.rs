@@ -273,3 +273,26 @@ fn files_that_are_not_relax_exports() {
     assert!(RelaxModule::load(tmp.join("missing.so")).unwrap_err().to_string().contains("no such file"));
     let _ = std::fs::remove_dir_all(&tmp);
 }
+
+#[test]
+fn loading_a_file_twice_and_dropping_one_keeps_the_other_working() {
+    // The library's `__tvm_ffi__library_ctx` names one module: topk's kernels look the sort
+    // functions up through it at their first call. A second load of the same file (dlopen hands
+    // back the same mapping) must not leave the first one pointing at a module that is gone.
+    let Some((dir, _)) = manifest() else { return };
+    let path = dir.join("topk.so");
+    let x = array(&dir.join("topk.in.0.npy"));
+    let first = RelaxModule::load(&path).unwrap();
+    let second = RelaxModule::load(&path).unwrap();
+    drop(second);
+    // Something else takes the freed memory.
+    let noise: Vec<Vec<u64>> = (0..256).map(|i| vec![i; 16]).collect();
+    let mut vm = RelaxVm::new(&first, &[Device::cpu()]).unwrap();
+    assert_eq!(vm.call("main", std::slice::from_ref(&x)).unwrap().flatten().len(), 4);
+    drop(noise);
+    // And the other way round: the first goes, the second stays.
+    let second = RelaxModule::load(&path).unwrap();
+    drop((vm, first));
+    let mut vm = RelaxVm::new(&second, &[Device::cpu()]).unwrap();
+    assert_eq!(vm.call("main", std::slice::from_ref(&x)).unwrap().flatten().len(), 4);
+}
