@@ -728,6 +728,17 @@ fn later_module_kinds_name_their_release() {
 }
 
 #[test]
+fn tvm_ffi_exports_are_refused_by_the_classic_loader() {
+    // A TVM v0.22+ export keeps its module tree in `__tvm_ffi__library_bin`: the classic loader
+    // names the release and the ABI to use rather than returning an empty library.
+    let src = "__attribute__((visibility(\"default\"))) const unsigned char __tvm_ffi__library_bin[16] = {0};\n";
+    let so = build_shared("compat_ffi_bin", &[testlib_c()], src);
+    let e = load(&so).unwrap_err();
+    assert!(e.contains("an export of TVM v0.22 or later") && e.contains("__tvm_ffi__library_bin"), "{e}");
+    assert!(e.contains("tvm-ffi ABI"), "{e}");
+}
+
+#[test]
 fn texture_scopes_are_refused_with_their_release() {
     let m = load(&build_testlib("compat_scope", None)).unwrap();
     let json = r#"{"nodes": [{"op": "null", "name": "x", "inputs": []}], "arg_nodes": [0], "node_row_ptr": [0, 1],

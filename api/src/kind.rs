@@ -11,6 +11,10 @@ pub enum ModelKind {
     Aot,
     /// A Relay VM executable ([`crate::VirtualMachine::new`]).
     Vm,
+    /// A Relax VM executable: an export of TVM v0.22+, loaded with [`crate::RelaxModule::load`]
+    /// (not [`Module::load`]; [`crate::relax::is_relax_export`] tells the files apart) and run by
+    /// [`crate::RelaxVm`].
+    Relax,
 }
 
 impl ModelKind {
@@ -20,13 +24,14 @@ impl ModelKind {
             ModelKind::Graph => "graph executor factory",
             ModelKind::Aot => "AOT executor factory",
             ModelKind::Vm => "Relay VM executable",
+            ModelKind::Relax => "Relax VM executable (TVM v0.22+)",
         }
     }
 }
 
 impl Module {
     /// The kind of model this root module is, if it is one (an operator library, for one, is
-    /// none).
+    /// none). Never [`ModelKind::Relax`]: those load as [`crate::RelaxModule`]s.
     pub fn model_kind(&self) -> Option<ModelKind> {
         if self.factory_info().is_some() {
             Some(ModelKind::Graph)
@@ -37,5 +42,12 @@ impl Module {
         } else {
             None
         }
+    }
+}
+
+impl crate::RelaxModule {
+    /// [`ModelKind::Relax`].
+    pub fn model_kind(&self) -> ModelKind {
+        ModelKind::Relax
     }
 }

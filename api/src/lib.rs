@@ -70,6 +70,12 @@
 //! # }
 //! ```
 //!
+//! # TVM v0.22+ exports: the Relax VM
+//!
+//! What `tvm.compile(...)` of current TVM exports is a Relax VM executable: [`RelaxModule`]
+//! loads it (once, for any number of threads), [`RelaxVm`] calls its functions. See
+//! [`relax`].
+//!
 //! # Functions and the registry
 //!
 //! ```
@@ -111,6 +117,7 @@ mod graph;
 mod kind;
 mod module;
 mod ndarray;
+pub mod relax;
 pub mod rpc;
 mod value;
 mod vm;
@@ -122,6 +129,7 @@ pub use graph::{FactoryInfo, GraphExecutor, GraphInfo, InputKey, InputRef, OpNod
 pub use kind::ModelKind;
 pub use module::Module;
 pub use ndarray::{Element, NDArray};
+pub use relax::{RelaxModule, RelaxVm};
 pub use value::{IntoArgs, Object, Opaque, Value};
 pub use vm::{AllocatorKind, VirtualMachine, VmExecutableInfo, VmFunctionInfo, VmOpProfile, VmValue};
 
@@ -169,6 +177,9 @@ mod send_sync {
         assert_send_sync::<crate::AotExecutor>();
         assert_send_sync::<crate::VirtualMachine>();
         assert_send_sync::<crate::VmValue>();
+        assert_send_sync::<crate::RelaxModule>();
+        assert_send_sync::<crate::RelaxVm>();
+        assert_send_sync::<crate::relax::Output>();
         assert_send_sync::<crate::Value>();
         assert_send_sync::<crate::Object>();
         assert_send_sync::<crate::Error>();

@@ -4,7 +4,8 @@
 //! 2. Fill the context function slots (`__TVMFuncCall`, ..., formats.md §4.3).
 //! 3. If the library has a `__tvm_dev_mblob`, build the module tree from it ([`super::blob`]),
 //!    giving the blob's pages back to the kernel as they are copied out ([`crate::mapped`]);
-//!    otherwise the root is one `library` module for the DSO.
+//!    otherwise the root is one `library` module for the DSO. A library with tvm-ffi's
+//!    `__tvm_ffi__library_bin` instead (TVM v0.22+) is refused, naming the release.
 //! 4. Write the DSO's own module (the `_lib` one) into `__tvm_module_ctx`.
 //! 5. Return the root.
 //!
@@ -23,6 +24,9 @@ use crate::mapped::Region;
 use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
 use std::ffi::c_void;
 use std::sync::Arc;
+
+/// The symbol of a TVM v0.22+ export's module tree (tvm-ffi's `__tvm_ffi__library_bin`).
+const TVM_FFI_LIBRARY_BIN: &str = "__tvm_ffi__library_bin";
 
 /// A loaded shared library. Closed (`dlclose`) when the last module or function referring to
 /// it goes.
@@ -180,6 +184,15 @@ pub fn load(path: &str) -> Result<Module> {
 /// Builds the module tree of a library already opened (steps 2 to 5 of the module doc).
 pub fn load_opened(dso: Arc<Dso>) -> Result<Module> {
     let path = dso.path().to_owned();
+    if dso.symbol(blob::BLOB_SYMBOL).is_none() && dso.symbol(TVM_FFI_LIBRARY_BIN).is_some() {
+        // Its module tree (a Relax VM executable, device code) is tvm-ffi's, which this loader
+        // would drop, leaving an empty library.
+        return Err(Error::tvm(format!(
+            "{path} is an export of TVM v0.22 or later: its module tree is in {TVM_FFI_LIBRARY_BIN} \
+             (tvm-ffi's format), which the classic loader does not read; load it through the tvm-ffi ABI \
+             (ffi.ModuleLoadFromFile, tvm.runtime.load_module of TVM v0.20+; in Rust tvm_rt::RelaxModule::load)"
+        )));
+    }
     library::fill_context_slots(&|name| dso.symbol(name))?;
     let make_lib = || Module::new(LibraryModule::new(Symbols::Dso(dso.clone())));
     let (root, dso_module) = match dso.symbol(blob::BLOB_SYMBOL) {

@@ -83,6 +83,88 @@ pub struct ModulePayload {
     /// Guards import changes and the lookup cache; replaced import arrays are kept until the
     /// module goes (a reader may still hold the old pointer).
     state: Mutex<State>,
+    /// Where this module was written into its library's `__tvm_ffi__library_ctx`.
+    ctx: OnceLock<CtxLink>,
+}
+
+/// A library module named by its library's `__tvm_ffi__library_ctx` variable. A library loaded
+/// again (dlopen hands back the same mapping, so the same variable) names the newest module;
+/// that one keeps the module the variable named before alive and gives the variable back to it
+/// when it goes, so that the variable never names a module that is gone.
+struct CtxLink {
+    /// The variable's address.
+    slot: usize,
+    /// This module's address.
+    me: usize,
+    /// The module the variable named before, if it was a live one.
+    pred: Option<ObjectRef>,
+}
+
+/// The modules that `__tvm_ffi__library_ctx` variables may name (their addresses): only these
+/// are ever followed when a kernel hands a context back. The lock also serialises the
+/// runtime's reads and writes of those variables.
+static CTX_MODULES: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+/// A new reference to `p`, unless its last strong reference is already gone.
+///
+/// # Safety
+/// `p` is null or an object whose memory is not freed while the call runs.
+unsafe fn try_retain(p: *mut TVMFFIObject) -> Option<ObjectRef> {
+    // SAFETY: per contract.
+    let count = &unsafe { p.as_ref() }?.combined_ref_count;
+    let mut c = count.load(Ordering::Relaxed);
+    loop {
+        if c & 0xFFFF_FFFF == 0 {
+            return None;
+        }
+        match count.compare_exchange_weak(c, c + 1, Ordering::Acquire, Ordering::Relaxed) {
+            // SAFETY: we just took a strong reference of our own.
+            Ok(_) => return unsafe { ObjectRef::from_raw(p) },
+            Err(now) => c = now,
+        }
+    }
+}
+
+/// The `__tvm_ffi__library_ctx` variable at `slot`.
+///
+/// # Safety
+/// `slot` is the address of the pointer variable of a loaded library.
+unsafe fn ctx_var<'a>(slot: usize) -> &'a AtomicPtr<TVMFFIObject> {
+    // SAFETY: per contract; a pointer variable has the layout of an AtomicPtr.
+    unsafe { &*(slot as *const AtomicPtr<TVMFFIObject>) }
+}
+
+/// Writes `m` into the `__tvm_ffi__library_ctx` variable at `slot` (see [`CtxLink`]).
+fn attach_ctx(m: &ObjectRef, slot: *mut c_void) -> FfiResult<()> {
+    let p = payload(m)?;
+    let me = m.as_ptr();
+    let refused = {
+        let mut live = CTX_MODULES.lock();
+        // SAFETY: `slot` is the library's context variable.
+        let var = unsafe { ctx_var(slot as usize) };
+        let old = var.load(Ordering::Acquire);
+        let pred = if old != me && live.contains(&(old as usize)) {
+            // SAFETY: `old` is a module this runtime wrote into a context variable whose payload
+            // has not been dropped yet (it leaves CTX_MODULES, under this lock, when it is), so
+            // its memory is still there.
+            unsafe { try_retain(old) }
+        } else {
+            None
+        };
+        match p.ctx.set(CtxLink { slot: slot as usize, me: me as usize, pred }) {
+            Ok(()) => {
+                live.push(me as usize);
+                var.store(me, Ordering::Release);
+                None
+            }
+            Err(link) => Some(link),
+        }
+    };
+    // Dropped outside the lock: releasing the predecessor may drop it, which locks.
+    match refused {
+        None => Ok(()),
+        Some(_) => Err(FfiError::runtime("the library context was attached twice")),
+    }
 }
 
 #[derive(Default)]
@@ -93,6 +175,19 @@ struct State {
 
 impl Drop for ModulePayload {
     fn drop(&mut self) {
+        if let Some(link) = self.ctx.take() {
+            let mut live = CTX_MODULES.lock();
+            let me = link.me;
+            if let Some(i) = live.iter().position(|&a| a == me) {
+                live.swap_remove(i);
+            }
+            let back = link.pred.as_ref().map_or(std::ptr::null_mut(), ObjectRef::as_ptr);
+            // SAFETY: the library stays loaded while its module's payload lives.
+            let var = unsafe { ctx_var(link.slot) };
+            let _ = var.compare_exchange(me as *mut TVMFFIObject, back, Ordering::AcqRel, Ordering::Relaxed);
+            drop(live);
+            drop(link);
+        }
         let p = self.imports.swap(std::ptr::null_mut(), Ordering::AcqRel);
         // SAFETY: the field owns one reference to its array.
         drop(unsafe { ObjectRef::from_raw(p) });
@@ -140,6 +235,7 @@ fn make_module_with(lib: Option<Library>, native: Option<Box<dyn NativeModule>>)
             lib,
             native,
             state: Mutex::new(State::default()),
+            ctx: OnceLock::new(),
         },
     );
     // SAFETY: `m` is live; its deleter identifies the modules this library made.
@@ -282,9 +378,23 @@ pub fn clear_imports(m: &ObjectRef) -> FfiResult<()> {
 /// # Safety
 /// `ctx` is null or a module handle this library filled into `__tvm_ffi__library_ctx`.
 pub unsafe fn lookup_from_imports(ctx: *mut TVMFFIObject, name: &str) -> FfiResult<*mut TVMFFIObject> {
-    // SAFETY: by contract.
-    let m = unsafe { ObjectRef::from_borrowed(ctx) }
-        .ok_or_else(|| FfiError::value("TVMFFIEnvModLookupFromImports: the library context is NULL"))?;
+    if ctx.is_null() {
+        return Err(FfiError::value("TVMFFIEnvModLookupFromImports: the library context is NULL"));
+    }
+    let m = {
+        let live = CTX_MODULES.lock();
+        if live.contains(&(ctx as usize)) {
+            // SAFETY: a module this runtime wrote into a context variable whose payload has not
+            // been dropped (so its memory is there): retained unless it is going.
+            unsafe { try_retain(ctx) }.ok_or_else(|| {
+                FfiError::value("TVMFFIEnvModLookupFromImports: the library context is a module being destroyed")
+            })?
+        } else {
+            // Any other module handle, which the caller holds (by contract).
+            // SAFETY: by contract.
+            unsafe { ObjectRef::from_borrowed(ctx) }.expect("checked non-null")
+        }
+    };
     let p = payload(&m)?;
     if let Some(f) = p.state.lock().cache.get(name) {
         return Ok(f.as_ptr());
@@ -351,9 +461,9 @@ pub fn create_library_module(lib: Library) -> FfiResult<ObjectRef> {
     let ctx_slot = lib.symbol(LIBRARY_CTX);
     let lib_mod = make_module(Some(lib));
     if let Some(slot) = ctx_slot {
-        // SAFETY: `__tvm_ffi__library_ctx` is a `void*` variable of the library; it names the
-        // module without holding a reference (functions keep the module alive).
-        unsafe { *slot.cast::<*mut TVMFFIObject>() = lib_mod.as_ptr() };
+        // `__tvm_ffi__library_ctx` is a `void*` variable of the library; it names the module
+        // without holding a reference (functions keep the module alive).
+        attach_ctx(&lib_mod, slot)?;
     }
     match bin {
         // SAFETY: `__tvm_ffi__library_bin` starts with its length (8 bytes, little endian).

@@ -8,6 +8,7 @@
 //! the producer's strides too, or strides of its own (compact row-major) when the producer gave
 //! none, so that `strides` is never NULL for `ndim > 0`.
 
+pub mod classic;
 pub mod dlpack;
 
 use self::dlpack::{DLManagedTensorVersioned, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};

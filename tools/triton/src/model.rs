@@ -97,6 +97,8 @@ impl Model {
                     f.params.iter().map(|n| TensorDesc { name: n.clone(), dtype: None, shape: None }).collect();
                 ModelIo { inputs, outputs: None }
             }
+            // `Module::model_kind` never says Relax (those exports load as `RelaxModule`s).
+            Kind::Relax => return Err("a Relax VM executable (TVM v0.22+) is not served by this backend yet".into()),
         };
         Ok(Model { module, kind, io, vm_function: vm_function.to_owned(), graph })
     }
@@ -133,6 +135,7 @@ impl Model {
                 let devices = if dev == Device::cpu() { vec![dev] } else { vec![dev, Device::cpu()] };
                 Runner::Vm(Box::new(VirtualMachine::new(&self.module, &devices, AllocatorKind::Pooled).map_err(s)?))
             }
+            Kind::Relax => return Err("a Relax VM executable (TVM v0.22+) is not served by this backend yet".into()),
         };
         Ok(Executor {
             runner: e,

@@ -16,10 +16,10 @@ pub struct Args {
     #[command(flatten)]
     pub model: ModelArgs,
     /// An input from an .npy file, or `NAME=random:DTYPE[D0,...]` (repeatable); inputs of known
-    /// shape not given get seeded random values (a Relay VM's inputs must all be given).
+    /// shape not given get seeded random values (a VM's inputs must all be given).
     #[arg(long, short, value_name = "NAME=FILE.npy", value_parser = common::name_file)]
     pub input: Vec<(String, PathBuf)>,
-    /// The function of a Relay VM executable to time.
+    /// The function of a Relay or Relax VM executable to time.
     #[arg(long, short, value_name = "NAME", default_value = "main")]
     pub function: Option<String>,
     /// Untimed runs before measuring.
@@ -64,15 +64,20 @@ pub fn main(a: &Args) -> Result<()> {
     }
     let dev = common::device(&a.model.device)?;
     let loaded = common::load(&a.model.model)?;
-    common::check_model_device(&loaded.module, dev, &a.model.model)?;
-    let kind = model::kind(&loaded.module, &a.model)?;
+    common::check_model_device(&loaded.model, dev, &a.model.model)?;
+    let kind = model::kind(&loaded.model, &a.model)?;
     if a.profile && kind == model::Kind::Aot {
         return Err(Fail::input(
             "--profile: the AOT executor has no per-operator profiler (TVM's has none either); bench it without --profile",
         ));
     }
+    if a.profile && kind == model::Kind::Relax {
+        return Err(Fail::input(
+            "--profile: the Relax VM has no per-operator profiler in this runtime yet; bench it without --profile",
+        ));
+    }
     let vm_func = a.function.as_deref().unwrap_or("main");
-    let (mut exec, create) = Runner::create(&loaded.module, &a.model, dev, vm_func, false)?;
+    let (mut exec, create) = Runner::create(&loaded.model, &a.model, dev, vm_func, false)?;
     let inputs = model::resolve_inputs(&a.model.model, &exec.inputs(), &a.input, a.seed)?;
     exec.set_inputs(&inputs)?;
     let timed = |exec: &mut Runner| -> Result<Duration> {
@@ -118,7 +123,7 @@ pub fn main(a: &Args) -> Result<()> {
     let throughput = if total_ms > 0.0 { samples.len() as f64 / (total_ms / 1e3) } else { f64::INFINITY };
 
     let profile = if a.profile {
-        let (mut dbg, _) = Runner::create(&loaded.module, &a.model, dev, vm_func, true)?;
+        let (mut dbg, _) = Runner::create(&loaded.model, &a.model, dev, vm_func, true)?;
         dbg.set_inputs(&inputs)?;
         Some(dbg.profile(a.repeat as usize)?)
     } else {

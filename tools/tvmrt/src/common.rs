@@ -5,7 +5,7 @@ use crate::fail::{Fail, Result};
 use rand::{Rng, SeedableRng};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use tvm_rt::{DataType, Device, Element, GraphExecutor, GraphInfo, Module, NDArray, TensorInfo};
+use tvm_rt::{DataType, Device, Element, GraphExecutor, GraphInfo, Module, NDArray, RelaxModule, TensorInfo};
 
 /// Options that say where a model's graph comes from and where it runs.
 #[derive(clap::Args, Debug, Clone)]
@@ -24,27 +24,41 @@ pub struct ModelArgs {
     pub params: Option<PathBuf>,
 }
 
+/// A loaded model file.
+pub enum Model {
+    /// A library of the classic runtime (TVM v0.8-v0.19 exports): its root module.
+    Lib(Module),
+    /// A TVM v0.22+ export (`__tvm_ffi__library_bin`): its Relax VM executable.
+    Relax(RelaxModule),
+}
+
 /// A loaded model and how long loading took.
 pub struct Loaded {
-    /// The root module.
-    pub module: Module,
+    /// The model.
+    pub model: Model,
     /// Time to load it.
     pub load_time: Duration,
 }
 
-/// Loads a model file.
+/// Loads a model file: a TVM v0.22+ export as a Relax module, anything else with the classic
+/// loader.
 pub fn load(path: &Path) -> Result<Loaded> {
     let meta = std::fs::metadata(path).map_err(|e| Fail::input(format!("{}: {e}", path.display())))?;
     if !meta.is_file() {
         return Err(Fail::input(format!("{}: not a file", path.display())));
     }
-    let t0 = Instant::now();
-    let module = Module::load(path).map_err(|e| {
+    let named = |e: tvm_rt::Error| {
         let msg = e.to_string();
         let shown = path.display().to_string();
         Fail::input(if msg.contains(&shown) { msg } else { format!("{shown}: {msg}") })
-    })?;
-    Ok(Loaded { module, load_time: t0.elapsed() })
+    };
+    let t0 = Instant::now();
+    let model = if tvm_rt::relax::is_relax_export(path) {
+        Model::Relax(RelaxModule::load(path).map_err(named)?)
+    } else {
+        Model::Lib(Module::load(path).map_err(named)?)
+    };
+    Ok(Loaded { model, load_time: t0.elapsed() })
 }
 
 /// The device a module kind runs its code on, if it says.
@@ -61,7 +75,7 @@ pub fn device_of_kind(type_key: &str) -> Option<&'static str> {
 }
 
 /// Fails when the model's kernels are for devices (OpenCL, CUDA, ...) other than `dev`.
-pub fn check_model_device(m: &Module, dev: Device, model: &Path) -> Result<()> {
+pub fn check_model_device(m: &Model, dev: Device, model: &Path) -> Result<()> {
     fn walk(m: &Module, out: &mut Vec<&'static str>) {
         if let Some(d) = device_of_kind(m.type_key()) {
             if d != "cpu" && !out.contains(&d) {
@@ -72,8 +86,19 @@ pub fn check_model_device(m: &Module, dev: Device, model: &Path) -> Result<()> {
             walk(&i, out);
         }
     }
+    fn walk_relax(m: &tvm_rt::relax::ModuleTree, out: &mut Vec<&'static str>) {
+        if let Some(d) = device_of_kind(&m.kind) {
+            if d != "cpu" && !out.contains(&d) {
+                out.push(d);
+            }
+        }
+        m.imports.iter().for_each(|i| walk_relax(i, out));
+    }
     let mut gpu = Vec::new();
-    walk(m, &mut gpu);
+    match m {
+        Model::Lib(m) => walk(m, &mut gpu),
+        Model::Relax(r) => walk_relax(&r.module_tree(), &mut gpu),
+    }
     if !gpu.is_empty() && !gpu.contains(&dev.type_name()) {
         return Err(Fail::input(format!(
             "{} has {} kernels; run it with --device {}",

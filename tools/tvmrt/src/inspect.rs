@@ -1,6 +1,6 @@
 //! `tvmrt inspect MODEL`: what is inside a model library, without running it.
 
-use crate::common::{self, human_bytes, tensor_json, tensor_str};
+use crate::common::{self, human_bytes, tensor_json, tensor_str, Model};
 use crate::fail::{Fail, Result};
 use serde_json::{json, Value as Json};
 use std::collections::BTreeSet;
@@ -18,7 +18,8 @@ pub struct Args {
     /// List every function (text output shows the first 8 of each module).
     #[arg(long, short)]
     pub all: bool,
-    /// For a Relay VM executable, also print its bytecode (`get_bytecode`; in JSON, `vm.bytecode`).
+    /// For a Relay VM executable, also print its bytecode (`get_bytecode`; in JSON,
+    /// `vm.bytecode`); for a Relax VM executable, its listing (`as_text`; in JSON, `relax.text`).
     #[arg(long)]
     pub bytecode: bool,
 }
@@ -126,7 +127,10 @@ fn all_functions(tree: &Json, out: &mut Vec<String>) {
 /// Builds the report (JSON; the text output prints the same).
 fn report(a: &Args) -> Result<Json> {
     let loaded = common::load(&a.model)?;
-    let m = &loaded.module;
+    let m = match &loaded.model {
+        Model::Lib(m) => m,
+        Model::Relax(r) => return Ok(crate::relax::report(a, r, loaded.load_time, file_kind(&a.model))),
+    };
     let mut devices = BTreeSet::new();
     let mut kinds = Vec::new();
     let tree = tree_json(m, &mut devices, &mut kinds);
@@ -371,6 +375,9 @@ pub fn main(a: &Args) -> Result<()> {
             println!("bytecode:");
             print!("{b}");
         }
+    }
+    if !r["relax"].is_null() {
+        crate::relax::print(&r["relax"], a.all);
     }
     let devs: Vec<&str> = r["devices"].as_array().into_iter().flatten().filter_map(Json::as_str).collect();
     println!("devices: {}", if devs.is_empty() { "(none named)".to_owned() } else { devs.join(", ") });

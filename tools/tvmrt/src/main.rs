@@ -12,6 +12,7 @@ mod fail;
 mod inspect;
 mod model;
 mod npy;
+mod relax;
 mod rpc_server;
 mod run;
 

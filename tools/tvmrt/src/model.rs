@@ -1,14 +1,16 @@
-//! One interface over the three ways a model runs (`run` and `bench` use it): a graph executor
+//! One interface over the four ways a model runs (`run` and `bench` use it): a graph executor
 //! (a `GraphExecutorFactory`, or the split form with `--graph`), an AOT executor (an
-//! `AotExecutorFactory`) and the Relay VM (a `VMExecutable`, entry function `--function`).
+//! `AotExecutorFactory`), the Relay VM (a `VMExecutable`, entry function `--function`) and the
+//! Relax VM (a TVM v0.22+ export, entry function `--function`).
 
-use crate::common::{self, tensor_str, ModelArgs};
+use crate::common::{self, tensor_str, Model, ModelArgs};
 use crate::fail::{Fail, Result};
 use crate::npy;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use tvm_rt::relax::Output;
 use tvm_rt::{
-    AllocatorKind, AotExecutor, DataType, Device, GraphExecutor, GraphInfo, Module, NDArray, TensorInfo,
+    AllocatorKind, AotExecutor, DataType, Device, GraphExecutor, GraphInfo, NDArray, RelaxVm, TensorInfo,
     VirtualMachine, VmOpProfile, VmValue,
 };
 
@@ -20,17 +22,37 @@ pub enum Runner {
     Aot(Box<AotExecutor>),
     /// A VM, its entry function, and the result of the last run.
     Vm { vm: Box<VirtualMachine>, func: String, result: Option<VmValue> },
+    /// A Relax VM, its entry function, the inputs set (on the device), the last result.
+    Relax { vm: Box<RelaxVm>, func: String, dev: Device, inputs: Vec<NDArray>, result: Option<Output> },
 }
 
 /// What kind of model a module is (the API's [`tvm_rt::ModelKind`]).
 pub use tvm_rt::ModelKind as Kind;
 
 /// The kind of model `m` is (with `--graph`: the split form), or an error saying what it is.
-pub fn kind(m: &Module, a: &ModelArgs) -> Result<Kind> {
+pub fn kind(m: &Model, a: &ModelArgs) -> Result<Kind> {
+    let m = match m {
+        Model::Relax(_) if a.graph.is_some() => {
+            return Err(Fail::input(format!(
+                "{}: --graph is for graph executor models; this is a Relax VM executable (TVM v0.22+)",
+                a.model.display()
+            )))
+        }
+        Model::Relax(r) => return Ok(r.model_kind()),
+        Model::Lib(m) => m,
+    };
     if a.graph.is_some() {
         return Ok(Kind::Graph);
     }
     m.model_kind().ok_or_else(|| common::not_a_model(m, a))
+}
+
+fn no_function(model: &std::path::Path, what: &str, func: &str, names: Vec<&str>) -> Fail {
+    Fail::input(format!(
+        "{}: the {what} has no function {func} (its functions: {}); choose one with --function",
+        model.display(),
+        names.join(", ")
+    ))
 }
 
 /// The inputs a model takes: name, and shape/dtype where the model records them.
@@ -44,9 +66,29 @@ pub struct Inputs {
 impl Runner {
     /// Creates the executor of `m` on `dev` (`debug`: the profiling variant where the kind
     /// has one). `vm_func` is the VM's entry function.
-    pub fn create(m: &Module, a: &ModelArgs, dev: Device, vm_func: &str, debug: bool) -> Result<(Runner, Duration)> {
+    pub fn create(model: &Model, a: &ModelArgs, dev: Device, vm_func: &str, debug: bool) -> Result<(Runner, Duration)> {
         let t0 = Instant::now();
-        let r = match kind(m, a)? {
+        let m = match model {
+            Model::Lib(m) => m,
+            Model::Relax(r) => {
+                kind(model, a)?;
+                if debug {
+                    return Err(Fail::input(
+                        "--profile: the Relax VM has no per-operator profiler in this runtime yet; bench it without \
+                         --profile",
+                    ));
+                }
+                if r.function(vm_func).is_none() {
+                    let names = r.functions().iter().map(|f| f.name.as_str()).collect();
+                    return Err(no_function(&a.model, "Relax VM executable", vm_func, names));
+                }
+                let vm = RelaxVm::new(r, &[dev])?;
+                let r =
+                    Runner::Relax { vm: Box::new(vm), func: vm_func.to_owned(), dev, inputs: Vec::new(), result: None };
+                return Ok((r, t0.elapsed()));
+            }
+        };
+        let r = match kind(model, a)? {
             Kind::Graph => {
                 let info = common::graph_info(m, a)?;
                 let devices = info.devices_for(dev);
@@ -70,12 +112,8 @@ impl Runner {
             Kind::Vm => {
                 let info = m.vm_info().ok_or_else(|| Fail::input("not a VM executable"))?;
                 if info.function(vm_func).is_none() {
-                    let names: Vec<&str> = info.functions.iter().map(|f| f.name.as_str()).collect();
-                    return Err(Fail::input(format!(
-                        "{}: the VM executable has no function {vm_func} (its functions: {}); choose one with --function",
-                        a.model.display(),
-                        names.join(", ")
-                    )));
+                    let names = info.functions.iter().map(|f| f.name.as_str()).collect();
+                    return Err(no_function(&a.model, "VM executable", vm_func, names));
                 }
                 let vm = if debug {
                     VirtualMachine::with_profiling(m, &[dev], AllocatorKind::Pooled)?
@@ -84,6 +122,7 @@ impl Runner {
                 };
                 Runner::Vm { vm: Box::new(vm), func: vm_func.to_owned(), result: None }
             }
+            Kind::Relax => return Err(Fail::input("a Relax VM executable is not a library module")),
         };
         Ok((r, t0.elapsed()))
     }
@@ -103,6 +142,15 @@ impl Runner {
                 inputs: vm.params(func).unwrap_or_default().iter().map(|p| (p.clone(), None)).collect(),
                 params: Vec::new(),
             },
+            Runner::Relax { vm, func, .. } => {
+                let f = vm.module().function(func);
+                let mut names: Vec<String> = f.map(|f| f.params.clone()).unwrap_or_default();
+                // Parameters the executable does not name are known by position.
+                for k in names.len()..f.map_or(0, |f| f.arity) {
+                    names.push(k.to_string());
+                }
+                Inputs { inputs: names.into_iter().map(|p| (p, None)).collect(), params: Vec::new() }
+            }
         }
     }
 
@@ -115,6 +163,14 @@ impl Runner {
                 let arrays: Vec<NDArray> = inputs.iter().map(|(_, a)| a.clone()).collect();
                 vm.set_input(func, &arrays)
             }
+            Runner::Relax { dev, inputs: set, .. } => {
+                // Copied to the device once; the VM reads them in place at each run.
+                *set = inputs
+                    .iter()
+                    .map(|(_, a)| if a.device() == *dev { Ok(a.clone()) } else { a.copy_to(*dev) })
+                    .collect::<tvm_rt::Result<_>>()?;
+                Ok(())
+            }
         }?;
         Ok(())
     }
@@ -125,6 +181,7 @@ impl Runner {
             Runner::Graph(e, _) => e.run()?,
             Runner::Aot(e) => e.run()?,
             Runner::Vm { vm, func, result } => *result = Some(vm.invoke(func)?),
+            Runner::Relax { vm, func, inputs, result, .. } => *result = Some(vm.call(func, inputs)?),
         }
         Ok(())
     }
@@ -152,6 +209,12 @@ impl Runner {
                 flatten_labelled(r, func, &mut out);
                 out.into_iter().enumerate().map(|(i, (path, a))| (format!("output {i} ({path})"), a)).collect()
             }
+            Runner::Relax { func, result, .. } => {
+                let r = result.as_ref().ok_or_else(|| Fail::input("the VM has not run yet"))?;
+                let mut out = Vec::new();
+                flatten_relax(r, func, &mut out)?;
+                out.into_iter().enumerate().map(|(i, (path, a))| (format!("output {i} ({path})"), a)).collect()
+            }
         })
     }
 
@@ -172,6 +235,7 @@ impl Runner {
                 .collect(),
             Runner::Vm { vm, func, .. } => vm.profile(func)?.into_iter().map(OpRow::from).collect(),
             Runner::Aot(_) => return Err(Fail::input("the AOT executor has no per-operator profiler")),
+            Runner::Relax { .. } => return Err(Fail::input("the Relax VM has no per-operator profiler here yet")),
         })
     }
 }
@@ -229,6 +293,32 @@ fn flatten_labelled(v: &VmValue, path: &str, out: &mut Vec<(String, NDArray)>) {
             }
         }
     }
+}
+
+/// `main`, `main.0`, `main.0.1`: the path of each tensor of a Relax result, depth first; shapes
+/// and scalars become int64 / float64 / bool arrays (labelled so), strings and None are left out.
+fn flatten_relax(v: &Output, path: &str, out: &mut Vec<(String, NDArray)>) -> Result<()> {
+    let cpu = Device::cpu();
+    let leaf = match v {
+        Output::Tensor(a) => a.clone(),
+        Output::Tuple(fields) => {
+            for (i, f) in fields.iter().enumerate() {
+                flatten_relax(f, &format!("{path}.{i}"), out)?;
+            }
+            return Ok(());
+        }
+        Output::Shape(s) => {
+            out.push((format!("{path}, a shape"), NDArray::from_slice(s, &[s.len() as i64], cpu)?));
+            return Ok(());
+        }
+        Output::Int(x) => NDArray::from_slice(&[*x], &[], cpu)?,
+        Output::Float(x) => NDArray::from_slice(&[*x], &[], cpu)?,
+        Output::Bool(x) => NDArray::from_slice(&[*x], &[], cpu)?,
+        _ => return Ok(()),
+    };
+    let label = if matches!(v, Output::Tensor(_)) { path.to_owned() } else { format!("{path}, a scalar") };
+    out.push((label, leaf));
+    Ok(())
 }
 
 /// Where an input's values come from.
@@ -296,7 +386,7 @@ pub fn resolve_inputs(
             }
             (None, None) => {
                 return Err(Fail::input(format!(
-                    "{}: the executable does not record the shape of input {name} (Relay VM inputs may be \
+                    "{}: the executable does not record the shape of input {name} (VM inputs may be \
                      dynamic); give it with --input {name}=FILE.npy or --input {name}=random:DTYPE[D0,D1,...]",
                     model.display()
                 )))

@@ -1,13 +1,13 @@
 //! `tvmrt run MODEL`: run a model (or one function of an operator library) once, write its
 //! outputs, summarise them and optionally compare them with expected ones.
 
-use crate::common::{self, tensor_str, ModelArgs};
+use crate::common::{self, tensor_str, Model, ModelArgs};
 use crate::fail::{Fail, Result};
 use crate::model::{self, Runner};
 use crate::npy;
 use serde_json::{json, Value as Json};
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tvm_rt::{Device, NDArray, Value};
 
 /// Run a model once on given or random inputs; write, summarise and check its outputs.
@@ -37,7 +37,8 @@ pub struct Args {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Run this function of the library instead of a model, ARGS being its arguments; for a
-    /// Relay VM executable, the VM function to run (default main), with --input for its inputs.
+    /// Relay or Relax VM executable, the VM function to run (default main), with --input for its
+    /// inputs.
     #[arg(long, short, value_name = "NAME")]
     pub function: Option<String>,
     /// Function arguments (with --function, not for a VM): FILE.npy (an array read from the
@@ -100,9 +101,9 @@ fn run_model(a: &Args, dev: Device, loaded: common::Loaded) -> Result<Ran> {
             a.model.model.display()
         )));
     }
-    common::check_model_device(&loaded.module, dev, &a.model.model)?;
+    common::check_model_device(&loaded.model, dev, &a.model.model)?;
     let vm_func = a.function.as_deref().unwrap_or("main");
-    let (mut runner, create) = Runner::create(&loaded.module, &a.model, dev, vm_func, false)?;
+    let (mut runner, create) = Runner::create(&loaded.model, &a.model, dev, vm_func, false)?;
     let inputs = model::resolve_inputs(&a.model.model, &runner.inputs(), &a.input, a.seed)?;
     runner.set_inputs(&inputs)?;
     let t1 = Instant::now();
@@ -122,9 +123,9 @@ fn run_model(a: &Args, dev: Device, loaded: common::Loaded) -> Result<Ran> {
 }
 
 /// Runs one function of a library.
-fn run_function(a: &Args, name: &str, dev: Device, loaded: common::Loaded) -> Result<Ran> {
-    let f = loaded.module.get_function(name, true)?.ok_or_else(|| {
-        let names = loaded.module.function_names().unwrap_or_default();
+fn run_function(a: &Args, name: &str, dev: Device, module: &tvm_rt::Module, load_time: Duration) -> Result<Ran> {
+    let f = module.get_function(name, true)?.ok_or_else(|| {
+        let names = module.function_names().unwrap_or_default();
         Fail::input(format!(
             "{} has no function {name}{}",
             a.model.model.display(),
@@ -155,7 +156,7 @@ fn run_function(a: &Args, name: &str, dev: Device, loaded: common::Loaded) -> Re
         Value::None => {}
         other => println!("return value: {other:?}"),
     }
-    let timings = json!({ "load_ms": common::ms(loaded.load_time), "run_ms": common::ms(run) });
+    let timings = json!({ "load_ms": common::ms(load_time), "run_ms": common::ms(run) });
     Ok((outs, Vec::new(), timings))
 }
 
@@ -209,9 +210,9 @@ fn compare(got: &NDArray, exp: &NDArray, rtol: f64, atol: f64) -> Result<f64, St
 pub fn main(a: &Args) -> Result<()> {
     let dev = common::device(&a.model.device)?;
     let loaded = common::load(&a.model.model)?;
-    let (outs, inputs, timings) = match &a.function {
-        // For a Relay VM executable, --function names the VM function to run.
-        Some(name) if loaded.module.vm_info().is_none() => run_function(a, name, dev, loaded)?,
+    let (outs, inputs, timings) = match (&a.function, &loaded.model) {
+        // For a Relay or Relax VM executable, --function names the VM function to run.
+        (Some(name), Model::Lib(m)) if m.vm_info().is_none() => run_function(a, name, dev, m, loaded.load_time)?,
         _ => run_model(a, dev, loaded)?,
     };
     let mut files = vec![None; outs.len()];
