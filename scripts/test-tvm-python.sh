@@ -62,7 +62,14 @@ for r in 0.25.0:0.1.12 0.26.0:0.1.15.post2 0.27.0.post1:0.1.15.post2; do
   make_models "$rv/bin/python" tests/python/relax/make_release_models.py "$models/release-$v"
   release_dirs+=("$models/release-$v")
 done
-export RELAX_DEVICE_MODELS="$models/device" RELAX_ZOO="$models/zoo"
+# CUDA kernels: a compiler venv with NVRTC (scripts/relax-cuda-venv.sh), run on the simulated
+# driver (tools/cudasim, built by scripts/test-cuda.sh, which test.sh sources first).
+cuda_py="$(scripts/relax-cuda-venv.sh "${TVM27_CUDA_VENV:-target/tvm27-cuda}")"
+make_models "$cuda_py" tests/python/relax/make_cuda_models.py "$models/cuda"
+if [ -z "${TVM_CUDA_LIBRARY:-}" ] && [ -f target/release/libcudasim.so ]; then
+  export TVM_CUDA_LIBRARY="$PWD/target/release/libcudasim.so"
+fi
+export RELAX_DEVICE_MODELS="$models/device" RELAX_ZOO="$models/zoo" RELAX_CUDA_MODELS="$models/cuda"
 RELAX_RELEASE_MODELS="$(IFS=:; echo "${release_dirs[*]}")"
 export RELAX_RELEASE_MODELS
 py="$(scripts/tvm-ffi-venv.sh "$venv" "$lib")"

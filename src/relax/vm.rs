@@ -310,16 +310,6 @@ pub fn convert_arg_to_device(v: &TVMFFIAny, dev: DLDevice) -> FfiResult<Any> {
     convert_to_device(&a, dev)
 }
 
-impl Drop for Runtime {
-    /// The machine is gone: its pools go back to the devices (blocks still held by tensors that
-    /// outlive it go back when those do), as the Relay VM's do.
-    fn drop(&mut self) {
-        for a in &self.allocators {
-            a.close();
-        }
-    }
-}
-
 impl Runtime {
     /// The `%vm` value.
     pub fn ctx(&self) -> TVMFFIAny {

@@ -344,22 +344,10 @@ pub fn empty_scoped(shape: &[i64], dtype: DLDataType, device: DLDevice, scope: O
     from_ndarray(&crate::ndarray::NDArray::empty_scoped(shape, dtype, device, scope)?)
 }
 
-/// A tensor over an array of the classic runtime (sharing its memory, keeping it alive).
+/// A tensor over an array of the classic runtime (sharing its memory, keeping it alive; the
+/// classic `uint1` bool becomes tvm-ffi's `kDLBool`).
 pub fn from_ndarray(a: &crate::ndarray::NDArray) -> FfiResult<ObjectRef> {
-    let m = a.to_dlpack();
-    // SAFETY: a fresh managed tensor whose ownership moves in; on error we release it.
-    match unsafe { from_dlpack(m, 0, false) } {
-        Ok(t) => Ok(t),
-        Err(e) => {
-            // SAFETY: still ours after a failed import.
-            unsafe {
-                if let Some(d) = (*m).deleter {
-                    d(m);
-                }
-            }
-            Err(e)
-        }
-    }
+    classic::from_classic(a)
 }
 
 /// `TVMFFIEnvTensorAlloc`: a tensor like `prototype` from the environment's DLPack allocator.
