@@ -25,6 +25,8 @@ pub fn register_builtins(r: &mut Registrar<'_>) {
     crate::vm::register(r);
     #[cfg(feature = "aot")]
     crate::aot::register(r);
+    #[cfg(feature = "relax")]
+    crate::relax::classic::register(r);
     crate::compat::register(r);
     #[cfg(feature = "rpc")]
     crate::rpc::register(r);

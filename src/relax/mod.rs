@@ -14,6 +14,7 @@
 //! The parsers are pure, safe Rust over byte slices.
 
 pub mod builtins;
+pub mod classic;
 pub mod executable;
 pub mod format;
 pub mod kv_cache;

@@ -103,6 +103,11 @@ impl super::module::NativeModule for ClassicModule {
     }
 }
 
+/// A classic module as an `ffi.Module` (its functions bridged).
+pub fn ffi_module(m: crate::module::Module) -> super::object::ObjectRef {
+    super::module::make_native_module(Box::new(ClassicModule(m)))
+}
+
 /// `ffi.Module.load_from_bytes.<kind>` for a kind only the classic runtime loads
 /// (`runtime.module.loadbinary_<kind>`: the OpenCL and CUDA modules of a v0.20+ library
 /// binary); `None` when there is no classic loader either.
