@@ -126,6 +126,10 @@ fn generate_tvm_ffi(config: &Path, env: bool) -> String {
                     cfg.export.exclude.push(full);
                 }
             }
+            for part in text.split("fn TVMBackend").skip(1) {
+                let name: String = part.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                cfg.export.exclude.push(format!("TVMBackend{name}"));
+            }
         }
     } else {
         cfg.export.exclude.extend(envs);
