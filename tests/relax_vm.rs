@@ -293,3 +293,35 @@ fn damaged_executables_are_refused() {
         assert!(function::call_any(&load, &[Any::bytes(&bytes[..cut])]).is_err(), "cut at {cut}");
     }
 }
+
+#[test]
+fn deep_recursion_is_an_error_not_a_stack_overflow() {
+    let Some(dir) = fixtures() else { return };
+    let exec = module::load_from_file(dir.join("loop.so").to_str().unwrap()).unwrap();
+    let m = models(&dir).into_iter().find(|m| m.name == "loop").unwrap();
+    let x = to_tensor(&m.inputs[1]);
+    let n = |v: i32| {
+        let t = tensor::empty(&[], DLDataType { code: 0, bits: 32, lanes: 1 }, CPU).unwrap();
+        // SAFETY: a fresh 0-d int32 CPU tensor.
+        unsafe { *tensor::dltensor(t.as_ptr()).data.cast::<i32>() = v };
+        t
+    };
+    for (stack, depth, ok) in [(256 << 10, 100, true), (256 << 10, 100_000, false), (4 << 20, 3000, true)] {
+        let (exec, x, n) = (exec.clone(), x.clone(), n(depth));
+        let r = std::thread::Builder::new()
+            .stack_size(stack)
+            .spawn(move || {
+                let vm = new_vm(&exec);
+                function::call_any(&get(&vm, "main"), &[Any::object(n), Any::object(x)])
+                    .map(|_| ())
+                    .map_err(|e| e.message())
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(r.is_ok(), ok, "stack {stack}, depth {depth}: {r:?}");
+        if let Err(e) = r {
+            assert!(e.contains("maximum recursion depth exceeded"), "{e}");
+        }
+    }
+}

@@ -45,8 +45,9 @@ unsafe impl Sync for SendAnys {}
 /// `VMInstrumentReturnKind::kSkipRun`.
 const INSTRUMENT_SKIP_RUN: i64 = 1;
 
-/// How deep VM functions may call each other on one thread before the call is refused.
-const MAX_DEPTH: usize = 2000;
+/// How deep VM functions may call each other on one thread before the call is refused (the
+/// thread's stack usually ends it first: [`crate::threading::stack::near_end`]).
+const MAX_DEPTH: usize = 1 << 20;
 
 /// What a function-pool entry is, for the dispatch loop.
 enum Callee {
@@ -361,10 +362,14 @@ impl Runtime {
             )));
         }
         let depth = DEPTH.with(|d| d.get());
-        if depth >= MAX_DEPTH {
+        if depth >= MAX_DEPTH || crate::threading::stack::near_end() {
             return Err(FfiError::new(
                 "RecursionError",
-                format!("VM function {}: more than {MAX_DEPTH} nested VM calls on this thread", f.name),
+                format!(
+                    "VM function {}: maximum recursion depth exceeded ({depth} nested VM calls on this thread; \
+                     at most {MAX_DEPTH}, and as many as the thread's stack holds)",
+                    f.name
+                ),
             ));
         }
         DEPTH.with(|d| d.set(depth + 1));

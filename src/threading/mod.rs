@@ -30,6 +30,7 @@
 mod config;
 mod futex;
 mod pool;
+pub mod stack;
 
 pub use config::CoreMode;
 

@@ -88,44 +88,10 @@ pub fn type_key_hash(type_index: i32) -> u64 {
     crate::tvmffi::types::type_info(type_index).map_or(0, |i| unsafe { (*i).type_key_hash })
 }
 
-thread_local! {
-    /// The lowest stack address this thread's traversals may reach (0: not known yet).
-    static STACK_FLOOR: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
-/// Room kept free below a traversal frame (for the calls it makes: hooks, setters, allocation).
-const STACK_RESERVE: usize = 512 << 10;
-
-fn stack_floor() -> usize {
-    // SAFETY: pthread_getattr_np fills `attr` for the calling thread; it is destroyed after use.
-    unsafe {
-        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
-        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
-            return 1;
-        }
-        let mut addr: *mut libc::c_void = std::ptr::null_mut();
-        let mut size: libc::size_t = 0;
-        let rc = libc::pthread_attr_getstack(&attr, &mut addr, &mut size);
-        libc::pthread_attr_destroy(&mut attr);
-        if rc != 0 || addr.is_null() {
-            return 1;
-        }
-        addr as usize + STACK_RESERVE.min(size / 2)
-    }
-}
-
 /// Fails (instead of overflowing the stack) when a recursive traversal nears the end of the
 /// thread's stack: object graphs nested tens of thousands deep.
 pub fn check_stack(what: &str) -> FfiResult<()> {
-    let floor = STACK_FLOOR.with(|f| {
-        if f.get() == 0 {
-            f.set(stack_floor());
-        }
-        f.get()
-    });
-    let marker = 0u8;
-    let here = std::ptr::addr_of!(marker) as usize;
-    if here < floor {
+    if crate::threading::stack::near_end() {
         return Err(FfiError::value(format!(
             "{what}: maximum traversal depth exceeded (the object graph is nested too deep)"
         )));
