@@ -690,6 +690,13 @@ impl Executable {
             _ => Ok(()),
         };
         let jump = |offset: i64, what: &str| {
+            // TVM's compiler lowers `R.If` to forward jumps only (loops are recursion): a jump
+            // back would let bytecode spin forever, so it is refused.
+            if offset < 0 {
+                return Err(Error::value(format!(
+                    "{what} offset {offset} jumps backwards (TVM's compiler emits forward jumps only)"
+                )));
+            }
             let target = (pc as i64).checked_add(offset);
             if offset == 0 || !target.is_some_and(|t| (range.start as i64..range.end as i64).contains(&t)) {
                 return Err(Error::value(format!(

@@ -712,3 +712,12 @@ fn dropping_a_machine_returns_its_pooled_blocks() {
     drop(rt);
     assert_eq!(a.held_bytes(), 0, "the pool was released with the machine");
 }
+
+#[test]
+fn backward_jumps_are_refused() {
+    let mut e = handmade();
+    let at = e.instructions.iter().position(|i| matches!(i, Instruction::Goto { .. })).unwrap();
+    e.instructions[at] = Instruction::Goto { offset: -1 };
+    let err = Executable::load(&e.save()).unwrap_err().to_string();
+    assert_mentions(&err, &["backwards", &format!("instruction {at}")]);
+}
