@@ -278,10 +278,11 @@ fn asynchronous_work_runs_when_waited_for() {
         ok(cuMemcpyDtoHAsync_v2(pinned, dev.0, 128, s));
         ok(cuEventRecord(e1, s));
         ok(cuEventRecord(untimed, s));
-        // Not waited for yet: the pinned buffer still holds what it had (the GPU may not have
-        // run the copy; the simulator runs queued work only when it is waited for).
+        // Not waited for yet: the pinned buffer holds what it had or the copy's result (a GPU
+        // may or may not have run it; the simulator runs queued work when something waits,
+        // which a test on another thread of this process may do at any time).
         let host = std::slice::from_raw_parts(pinned.cast::<u32>(), 32);
-        assert_eq!(host[0], 0);
+        assert!(host[0] == 0 || host[0] == 7, "{}", host[0]);
         ok(cuEventSynchronize(e1));
         assert_eq!(host.to_vec(), vec![7u32; 32]);
         ok(cuEventQuery(e0));
