@@ -50,6 +50,13 @@ impl Dso {
     /// `dlopen`s `path`, calling the library `name` in messages and in [`Dso::path`] (for a
     /// library loaded from memory, whose path means nothing after the load).
     pub fn open_as(path: &str, name: &str) -> Result<Arc<Dso>> {
+        // Already loaded (another module of the same file): take another reference, without
+        // touching the file (its check was made when it was first loaded).
+        // SAFETY: RTLD_NOLOAD loads nothing and runs no initialiser; it only finds a library
+        // this process has loaded.
+        if let Ok(lib) = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL | libc::RTLD_NOLOAD) } {
+            return Ok(Arc::new(Dso { lib, path: name.to_owned() }));
+        }
         // A truncated library would crash the process inside dlopen (SIGBUS): refuse it first.
         super::elf::check_file(path, name)?;
         // SAFETY: loading a library runs its initialisers; a TVM model library's only ones are
