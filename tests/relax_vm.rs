@@ -326,3 +326,19 @@ fn deep_recursion_is_an_error_not_a_stack_overflow() {
         }
     }
 }
+
+#[test]
+fn a_kernel_missing_from_the_library_is_named() {
+    let Some(dir) = fixtures() else { return };
+    let exec = module::load_from_file(dir.join("mlp.so").to_str().unwrap()).unwrap();
+    let bytes = function::call_any(&get(&exec, "save_to_bytes"), &[]).unwrap();
+    // The same executable without its kernel library.
+    let load = registry::get("ffi.Module.load_from_bytes.relax.VMExecutable").unwrap();
+    let bare = function::call_any(&load, &[bytes]).unwrap().into_object().ok().unwrap();
+    let vm = function::call_any(&get(&bare, "vm_load_executable"), &[]).unwrap().into_object().ok().unwrap();
+    let e = function::call_any(&get(&vm, "vm_initialization"), &[Any::int(1), Any::int(0), Any::int(2)]).unwrap_err();
+    assert!(e.message().contains("Cannot find ffi::Function transpose"), "{}", e.message());
+    // Calling the uninitialized machine is an error too, not a crash.
+    let e = function::call_any(&get(&vm, "forward"), &[]).unwrap_err();
+    assert!(e.message().contains("not initialized"), "{}", e.message());
+}
