@@ -16,11 +16,13 @@ use crate::tvmffi::{function, registry, string, ti, types, FfiError, FfiResult};
 
 type Args<'a> = &'a [TVMFFIAny];
 
+#[inline]
 fn arg<'a>(name: &str, a: Args<'a>, i: usize) -> FfiResult<&'a TVMFFIAny> {
     a.get(i)
         .ok_or_else(|| FfiError::type_error(format!("{name}: expected at least {} arguments, got {}", i + 1, a.len())))
 }
 
+#[inline]
 fn int(name: &str, a: Args, i: usize) -> FfiResult<i64> {
     let v = arg(name, a, i)?;
     view_as_i64(v).ok_or_else(|| {
@@ -28,11 +30,13 @@ fn int(name: &str, a: Args, i: usize) -> FfiResult<i64> {
     })
 }
 
+#[inline]
 fn index(name: &str, a: Args, i: usize) -> FfiResult<usize> {
     let v = int(name, a, i)?;
     usize::try_from(v).map_err(|_| FfiError::index(format!("{name}: argument {i} ({v}) is negative")))
 }
 
+#[inline]
 fn object(name: &str, a: Args, i: usize) -> FfiResult<ObjectRef> {
     let v = arg(name, a, i)?;
     if !v.is_object() || v.obj_ptr().is_null() {
@@ -45,6 +49,7 @@ fn object(name: &str, a: Args, i: usize) -> FfiResult<ObjectRef> {
     Ok(unsafe { ObjectRef::from_borrowed(v.obj_ptr()) }.expect("non-null"))
 }
 
+#[inline]
 fn dtype(name: &str, a: Args, i: usize) -> FfiResult<DLDataType> {
     let v = arg(name, a, i)?;
     if v.type_index == ti::DATA_TYPE {
@@ -72,6 +77,7 @@ impl std::fmt::Display for Ctx<'_> {
 }
 
 /// Whether a memory-scope argument is absent, None, empty or "global".
+#[inline]
 fn is_global_scope(a: Args, i: usize) -> bool {
     match a.get(i) {
         None => true,
@@ -91,6 +97,7 @@ fn opt_str(a: Args, i: usize) -> String {
 }
 
 /// The tensor a view holds (`ffi.Tensor` or `DLTensor*`).
+#[inline]
 fn view_tensor<'a>(v: &TVMFFIAny) -> Option<&'a DLTensor> {
     match v.type_index {
         // SAFETY: a tensor object has its DLTensor after the header.
@@ -101,6 +108,7 @@ fn view_tensor<'a>(v: &TVMFFIAny) -> Option<&'a DLTensor> {
     }
 }
 
+#[inline]
 fn tensor<'a>(name: &str, a: Args, i: usize) -> FfiResult<&'a DLTensor> {
     let v = arg(name, a, i)?;
     view_tensor(v).ok_or_else(|| {
@@ -108,6 +116,7 @@ fn tensor<'a>(name: &str, a: Args, i: usize) -> FfiResult<&'a DLTensor> {
     })
 }
 
+#[inline]
 fn dims(t: &DLTensor) -> FfiResult<&[i64]> {
     Ok(crate::device::tensor_shape(t)?)
 }
@@ -116,6 +125,7 @@ fn dims(t: &DLTensor) -> FfiResult<&[i64]> {
 struct Heap<'a>(Option<&'a mut [i64]>);
 
 impl Heap<'_> {
+    #[inline]
     fn of<'a>(name: &str, v: &TVMFFIAny) -> FfiResult<Heap<'a>> {
         if v.type_index == ti::NONE {
             return Ok(Heap(None));
@@ -139,6 +149,7 @@ impl Heap<'_> {
         Ok(Heap(Some(s)))
     }
 
+    #[inline]
     fn slot(&mut self, name: &str, reg: i64) -> FfiResult<&mut i64> {
         let Some(h) = self.0.as_deref_mut() else {
             return Err(FfiError::value(format!("{name}: the shape heap is needed but none was given")));
@@ -198,6 +209,7 @@ fn match_value(
     }
 }
 
+#[inline]
 fn match_shape(a: Args) -> FfiResult<Any> {
     let name = "vm.builtin.match_shape";
     let first = arg(name, a, 0)?;
@@ -236,6 +248,7 @@ fn match_shape(a: Args) -> FfiResult<Any> {
     Ok(Any::none())
 }
 
+#[inline]
 fn make_shape_builtin(a: Args) -> FfiResult<Any> {
     let name = "vm.builtin.make_shape";
     let mut heap = Heap::of(name, arg(name, a, 0)?)?;
@@ -255,6 +268,7 @@ fn make_shape_builtin(a: Args) -> FfiResult<Any> {
     Ok(Any::object(make_shape(&out)))
 }
 
+#[inline]
 fn check_tensor_info(a: Args) -> FfiResult<Any> {
     let name = "vm.builtin.check_tensor_info";
     let v = arg(name, a, 0)?;
@@ -296,6 +310,7 @@ fn check_object(a: Args, name: &str, expect: &str, type_index: i32) -> FfiResult
     object(name, a, 0)
 }
 
+#[inline]
 fn alloc_storage(a: Args) -> FfiResult<Any> {
     let name = "vm.builtin.alloc_storage";
     let rt = from_ctx(arg(name, a, 0)?, name)?;
@@ -319,6 +334,7 @@ fn alloc_storage(a: Args) -> FfiResult<Any> {
     Ok(Any::object(objects::alloc_storage(alloc, nbytes, hint)?))
 }
 
+#[inline]
 fn alloc_tensor(a: Args) -> FfiResult<Any> {
     let name = "vm.builtin.alloc_tensor";
     let storage = object(name, a, 0)?;

@@ -55,6 +55,7 @@ impl Drop for Storage {
 }
 
 /// `ffi::GetDataSize`: bytes of `numel` elements of `dtype` (lanes included, bits rounded up).
+#[inline]
 pub fn data_size(shape: &[i64], dtype: DLDataType) -> FfiResult<usize> {
     let mut n: u128 = 1;
     for &d in shape {
@@ -69,6 +70,7 @@ pub fn data_size(shape: &[i64], dtype: DLDataType) -> FfiResult<usize> {
 }
 
 /// Allocates a storage block of `nbytes` from `alloc`.
+#[inline]
 pub fn alloc_storage(alloc: &Arc<Allocator>, nbytes: usize, dtype_hint: DLDataType) -> FfiResult<ObjectRef> {
     let alignment = crate::device::data_alignment(dtype_hint);
     let (data, size) = alloc
@@ -79,6 +81,7 @@ pub fn alloc_storage(alloc: &Arc<Allocator>, nbytes: usize, dtype_hint: DLDataTy
 }
 
 /// The payload of a storage object, or a type error naming `what`.
+#[inline]
 pub fn as_storage<'a>(o: &'a ObjectRef, what: &str) -> FfiResult<&'a Storage> {
     if o.type_index() != storage_index() {
         return Err(FfiError::type_error(format!(
@@ -91,6 +94,7 @@ pub fn as_storage<'a>(o: &'a ObjectRef, what: &str) -> FfiResult<&'a Storage> {
 }
 
 /// `StorageObj::AllocTensor`: a tensor at `offset` of the block.
+#[inline]
 pub fn alloc_tensor(storage: &ObjectRef, offset: i64, shape: &[i64], dtype: DLDataType) -> FfiResult<ObjectRef> {
     let s = as_storage(storage, "vm.builtin.alloc_tensor")?;
     crate::value::dtype::check_alloc_dtype(dtype)?;
@@ -119,6 +123,7 @@ pub fn make_closure(func_name: &str, imp: ObjectRef) -> ObjectRef {
 }
 
 /// The payload of a closure object, if it is one.
+#[inline]
 pub fn as_closure(o: &ObjectRef) -> Option<&Closure> {
     // SAFETY: objects of this type index are made by `make_closure` with this payload.
     (o.type_index() == closure_index()).then(|| unsafe { o.payload::<Closure>() })

@@ -118,6 +118,7 @@ impl Drop for ActiveGuard {
 ///
 /// The reference is valid for the duration of the builtin call that received the pointer: the
 /// running call holds the machine.
+#[inline]
 pub fn from_ctx<'a>(v: &TVMFFIAny, what: &str) -> FfiResult<&'a Runtime> {
     let p = match v.type_index {
         ti::OPAQUE_PTR => v.bits() as usize,
@@ -139,6 +140,7 @@ pub fn from_ctx<'a>(v: &TVMFFIAny, what: &str) -> FfiResult<&'a Runtime> {
     Ok(unsafe { &*(p as *const Runtime) })
 }
 
+#[inline]
 fn vm_ptr(rt: &Runtime) -> TVMFFIAny {
     TVMFFIAny::with_bits(ti::OPAQUE_PTR, rt as *const Runtime as u64)
 }
@@ -346,6 +348,7 @@ impl Runtime {
     }
 
     /// `InvokeBytecode`: runs bytecode function `fidx` with views of its arguments.
+    #[inline]
     pub fn invoke_bytecode(&self, fidx: usize, args: &[TVMFFIAny]) -> FfiResult<Any> {
         let f = self.exe.functions.get(fidx).ok_or_else(|| FfiError::index(format!("no function {fidx}")))?;
         if f.kind != FuncKind::Vm {
@@ -389,6 +392,7 @@ impl Runtime {
         self.run(fidx, f.start_instr as usize, &mut regs)
     }
 
+    #[inline]
     fn read(&self, regs: &[Any], r: Reg) -> TVMFFIAny {
         match r {
             Reg::R(i) => *regs[i].raw(),
@@ -458,6 +462,7 @@ impl Runtime {
     }
 
     /// Calls pool entry `func` with `call_args` (slot 0 is the VM).
+    #[inline]
     fn call_pooled(&self, func: usize, call_args: &[TVMFFIAny]) -> FfiResult<Any> {
         match self.callees[func] {
             Callee::Packed => {

@@ -44,19 +44,23 @@ impl TVMFFIAny {
     pub const NONE: TVMFFIAny = TVMFFIAny { type_index: ti::NONE, small_len: 0, v: AnyValue { v_int64: 0 } };
 
     /// A cell of `type_index` with raw 64-bit payload.
+    #[inline]
     pub fn with_bits(type_index: i32, bits: u64) -> Self {
         TVMFFIAny { type_index, small_len: 0, v: AnyValue { v_uint64: bits } }
     }
     /// Whether the cell holds an object (owning or not).
+    #[inline]
     pub fn is_object(&self) -> bool {
         self.type_index >= ti::STATIC_OBJECT_BEGIN
     }
     /// The object pointer of an object cell.
+    #[inline]
     pub fn obj_ptr(&self) -> *mut TVMFFIObject {
         // SAFETY: every variant is 8 plain bytes; reading them as a pointer is always defined.
         unsafe { self.v.v_ptr.cast() }
     }
     /// The raw bits.
+    #[inline]
     pub fn bits(&self) -> u64 {
         // SAFETY: as above.
         unsafe { self.v.v_uint64 }
@@ -74,6 +78,7 @@ impl Default for Any {
 }
 
 impl Clone for Any {
+    #[inline]
     fn clone(&self) -> Self {
         if self.0.is_object() {
             // SAFETY: an owned object cell holds a live strong reference.
@@ -84,6 +89,7 @@ impl Clone for Any {
 }
 
 impl Drop for Any {
+    #[inline]
     fn drop(&mut self) {
         if self.0.is_object() {
             // SAFETY: we own one strong reference.
@@ -100,14 +106,17 @@ impl std::fmt::Debug for Any {
 
 impl Any {
     /// None.
+    #[inline]
     pub fn none() -> Any {
         Any::default()
     }
     /// An integer.
+    #[inline]
     pub fn int(v: i64) -> Any {
         Any(TVMFFIAny::with_bits(ti::INT, v as u64))
     }
     /// A boolean.
+    #[inline]
     pub fn bool(v: bool) -> Any {
         Any(TVMFFIAny::with_bits(ti::BOOL, v as u64))
     }
@@ -134,6 +143,7 @@ impl Any {
         Any(TVMFFIAny { type_index: ti::DEVICE, small_len: 0, v: AnyValue { v_device: d } })
     }
     /// An object.
+    #[inline]
     pub fn object(o: ObjectRef) -> Any {
         let ti = o.type_index();
         Any(TVMFFIAny::with_bits(ti, o.into_raw() as u64))
@@ -154,16 +164,19 @@ impl Any {
     ///
     /// # Safety
     /// `raw` is an owned cell (an object in it carries a strong reference handed over).
+    #[inline]
     pub unsafe fn from_raw(raw: TVMFFIAny) -> Any {
         Any(raw)
     }
     /// Gives up the cell without dropping it.
+    #[inline]
     pub fn into_raw(self) -> TVMFFIAny {
         let r = self.0;
         std::mem::forget(self);
         r
     }
     /// The cell, borrowed.
+    #[inline]
     pub fn raw(&self) -> &TVMFFIAny {
         &self.0
     }
@@ -172,6 +185,7 @@ impl Any {
     ///
     /// # Safety
     /// `view` is a valid view: its pointers point to what its type index says.
+    #[inline]
     pub unsafe fn from_view(view: &TVMFFIAny) -> FfiResult<Any> {
         let t = view.type_index;
         if t >= ti::STATIC_OBJECT_BEGIN {
@@ -218,14 +232,17 @@ impl Any {
         }
     }
     /// The type index.
+    #[inline]
     pub fn type_index(&self) -> i32 {
         self.0.type_index
     }
     /// Whether this is None.
+    #[inline]
     pub fn is_none(&self) -> bool {
         self.0.type_index == ti::NONE
     }
     /// The integer, with tvm-ffi's conversions (bool -> int).
+    #[inline]
     pub fn as_i64(&self) -> Option<i64> {
         view_as_i64(&self.0)
     }
@@ -247,6 +264,7 @@ impl Any {
         self.as_str_bytes().and_then(|b| std::str::from_utf8(b).ok())
     }
     /// The object, if this holds one (a new reference).
+    #[inline]
     pub fn as_object(&self) -> Option<ObjectRef> {
         if self.0.is_object() {
             // SAFETY: an owned object cell holds a live object.
@@ -256,6 +274,7 @@ impl Any {
         }
     }
     /// Moves the object out, if this holds one.
+    #[inline]
     pub fn into_object(self) -> Result<ObjectRef, Any> {
         if self.0.is_object() {
             let p = self.into_raw().obj_ptr();
@@ -286,6 +305,7 @@ impl Any {
 }
 
 /// An integer from a view (int or bool).
+#[inline]
 pub fn view_as_i64(v: &TVMFFIAny) -> Option<i64> {
     match v.type_index {
         ti::INT | ti::BOOL => Some(v.bits() as i64),
@@ -303,6 +323,7 @@ pub fn view_as_f64(v: &TVMFFIAny) -> Option<f64> {
 }
 
 /// A boolean from a view (bool or int).
+#[inline]
 pub fn view_as_bool(v: &TVMFFIAny) -> Option<bool> {
     match v.type_index {
         ti::INT | ti::BOOL => Some(v.bits() != 0),

@@ -51,6 +51,7 @@ impl Drop for ExternPayload {
 ///
 /// # Safety
 /// `args` points to `n` cells (or `n` is 0).
+#[inline]
 pub unsafe fn arg_slice<'a>(args: *const TVMFFIAny, n: i32) -> &'a [TVMFFIAny] {
     if n <= 0 || args.is_null() {
         &[]
@@ -176,6 +177,7 @@ pub fn from_extern_c(
 ///
 /// # Safety
 /// `func` is a live `ffi.Function` (any maker); `args` are valid views.
+#[inline]
 pub unsafe fn call_raw(func: *mut TVMFFIObject, args: &[TVMFFIAny]) -> FfiResult<Any> {
     // SAFETY: a function object has its cell after the header.
     let cell = unsafe { &*(func as *const u8).add(24).cast::<TVMFFIFunctionCell>() };
@@ -190,6 +192,7 @@ pub unsafe fn call_raw(func: *mut TVMFFIObject, args: &[TVMFFIAny]) -> FfiResult
 }
 
 /// Calls a function object.
+#[inline]
 pub fn call(func: &ObjectRef, args: &[TVMFFIAny]) -> FfiResult<Any> {
     if func.type_index() != ti::FUNCTION {
         return Err(FfiError::type_error(format!(

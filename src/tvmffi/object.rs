@@ -111,6 +111,7 @@ impl ObjectRef {
     ///
     /// # Safety
     /// `ptr` is a live object whose one strong reference the caller hands over.
+    #[inline]
     pub unsafe fn from_raw(ptr: *mut TVMFFIObject) -> Option<Self> {
         NonNull::new(ptr).map(ObjectRef)
     }
@@ -118,6 +119,7 @@ impl ObjectRef {
     ///
     /// # Safety
     /// `ptr` is a live object (or null).
+    #[inline]
     pub unsafe fn from_borrowed(ptr: *mut TVMFFIObject) -> Option<Self> {
         let p = NonNull::new(ptr)?;
         // SAFETY: live by contract.
@@ -125,16 +127,19 @@ impl ObjectRef {
         Some(ObjectRef(p))
     }
     /// Gives up the reference without dropping it.
+    #[inline]
     pub fn into_raw(self) -> *mut TVMFFIObject {
         let p = self.0.as_ptr();
         std::mem::forget(self);
         p
     }
     /// The header pointer.
+    #[inline]
     pub fn as_ptr(&self) -> *mut TVMFFIObject {
         self.0.as_ptr()
     }
     /// The object's type index.
+    #[inline]
     pub fn type_index(&self) -> i32 {
         // SAFETY: we hold a strong reference.
         unsafe { (*self.0.as_ptr()).type_index }
@@ -145,6 +150,7 @@ impl ObjectRef {
         unsafe { use_count(self.0.as_ptr()) }
     }
     /// Whether two references name the same object.
+    #[inline]
     pub fn same_as(&self, other: &ObjectRef) -> bool {
         self.0 == other.0
     }
@@ -152,6 +158,7 @@ impl ObjectRef {
     ///
     /// # Safety
     /// The object's layout after the header is a `T` (its type index says so).
+    #[inline]
     pub unsafe fn payload<T>(&self) -> &T {
         // SAFETY: by contract the bytes after the 24-byte header hold a T.
         unsafe { &*(self.0.as_ptr() as *const u8).add(24).cast::<T>() }
@@ -163,6 +170,7 @@ impl ObjectRef {
 }
 
 impl Clone for ObjectRef {
+    #[inline]
     fn clone(&self) -> Self {
         // SAFETY: we hold a strong reference.
         unsafe { inc_ref(self.0.as_ptr()) };
@@ -171,6 +179,7 @@ impl Clone for ObjectRef {
 }
 
 impl Drop for ObjectRef {
+    #[inline]
     fn drop(&mut self) {
         // SAFETY: we own one strong reference.
         unsafe { dec_ref(self.0.as_ptr()) }

@@ -102,6 +102,7 @@ pub fn is_aligned(t: &DLTensor, alignment: usize) -> bool {
 }
 
 /// Compact row-major strides of a shape.
+#[inline]
 pub fn compact_strides(shape: &[i64]) -> Vec<i64> {
     let mut out = vec![0i64; shape.len()];
     let mut stride = 1i64;
@@ -207,6 +208,7 @@ pub unsafe fn from_dlpack_versioned(
 ///
 /// # Safety
 /// `obj` is a live `ffi.Tensor` (any maker: the layout is the ABI's).
+#[inline]
 pub unsafe fn dltensor<'a>(obj: *mut TVMFFIObject) -> &'a DLTensor {
     // SAFETY: a tensor has its DLTensor right after the 24-byte header.
     unsafe { &*(obj as *const u8).add(24).cast::<DLTensor>() }
@@ -310,6 +312,7 @@ pub unsafe fn create_view(source: *mut TVMFFIObject, prototype: *const DLTensor)
 /// A compact tensor over memory that `owner` holds (`data` plus `byte_offset`): the tensor
 /// keeps `owner` alive (the Relax VM's tensors carved out of a `vm.Storage` block). The caller
 /// checked that the extent fits in the owner's memory.
+#[inline]
 pub fn in_owner(
     owner: ObjectRef,
     data: *mut std::ffi::c_void,

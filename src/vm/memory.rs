@@ -113,6 +113,7 @@ impl Allocator {
     }
 
     /// A block of at least `nbytes` with `alignment`; returns its pointer and size.
+    #[inline]
     pub fn alloc(&self, nbytes: usize, alignment: usize, hint: DLDataType) -> Result<(*mut c_void, usize)> {
         match self.kind {
             AllocatorKind::Naive => Ok((self.device_alloc(nbytes, alignment, hint)?, nbytes)),
@@ -136,6 +137,7 @@ impl Allocator {
     }
 
     /// Returns a block from [`Allocator::alloc`].
+    #[inline]
     pub fn free(&self, p: *mut c_void, size: usize, alignment: usize) {
         if self.kind == AllocatorKind::Pooled {
             let mut pool = self.pool.lock();
