@@ -537,6 +537,10 @@ fn add(b: &mut Builder, name: &'static str, f: Native) {
 /// Registers the builtins.
 pub fn register(b: &mut Builder) {
     add(b, "vm.builtin.alloc_shape_heap", alloc_shape_heap);
+    b.add("vm.builtin.memory_manager.clear", |_| {
+        crate::vm::memory::release_all_pools();
+        Ok(Any::none())
+    });
     add(b, "vm.builtin.match_prim_value", |a| {
         let name = "vm.builtin.match_prim_value";
         let value = int(name, a, 0)?;

@@ -692,8 +692,12 @@ fn as_text_and_stats_read_as_tvm_prints_them() {
     assert!(s.ends_with("Globals (#15): [acc, vm.builtin.check_tensor_info, vm.builtin.match_shape, vm.builtin.alloc_storage, vm.builtin.alloc_tensor, vm.builtin.null_value, less, vm.builtin.read_if_cond, cast, multiply, add, add1, vm.builtin.copy, main, zeros]\n"), "{s}");
 }
 
+/// Held by the tests that look into pools: `memory_manager.clear` empties every live pool.
+static POOLS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn dropping_a_machine_returns_its_pooled_blocks() {
+    let _pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
     let exe = Executable {
         magic: MAGIC_V2,
         dialect: Dialect::Ffi,
@@ -711,6 +715,37 @@ fn dropping_a_machine_returns_its_pooled_blocks() {
     assert_eq!(a.held_bytes(), 4096, "the freed block stays in the pool while the machine lives");
     drop(rt);
     assert_eq!(a.held_bytes(), 0, "the pool was released with the machine");
+}
+
+#[test]
+fn memory_manager_clear_empties_every_live_pool() {
+    let _pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
+    let exe = || Executable {
+        magic: MAGIC_V2,
+        dialect: Dialect::Ffi,
+        functions: vec![],
+        func_map: Default::default(),
+        memory_scopes: vec![],
+        constants: vec![],
+        instructions: vec![],
+    };
+    let cpu = crate::abi::DLDevice { device_type: crate::device::CPU, device_id: 0 };
+    let (r1, r2) = (
+        super::vm::init(std::sync::Arc::new(exe()), &[], &[], vec![(cpu, 2)]).unwrap(),
+        super::vm::init(std::sync::Arc::new(exe()), &[], &[], vec![(cpu, 2)]).unwrap(),
+    );
+    let (a1, a2) = (r1.allocators[0].clone(), r2.allocators[0].clone());
+    let (p, size) = a1.alloc(100, 64, F32).unwrap();
+    let (kept, kept_size) = a1.alloc(5000, 64, F32).unwrap();
+    a1.free(p, size, 64);
+    let (q, size) = a2.alloc(9000, 64, F32).unwrap();
+    a2.free(q, size, 64);
+    assert_eq!((a1.pooled_bytes(), a2.pooled_bytes()), (4096, 12288));
+    let clear = crate::tvmffi::registry::get("vm.builtin.memory_manager.clear").expect("registered");
+    crate::tvmffi::function::call(&clear, &[]).unwrap();
+    assert_eq!((a1.pooled_bytes(), a2.pooled_bytes()), (0, 0), "pooled blocks went back to the device");
+    assert_eq!(a1.held_bytes(), 8192, "the block in use stays");
+    a1.free(kept, kept_size, 64);
 }
 
 #[test]

@@ -42,6 +42,18 @@ impl AllocatorKind {
 /// The page size pooled blocks are rounded up to.
 pub const PAGE_SIZE: usize = 4096;
 
+/// The pooled allocators alive, for [`release_all_pools`].
+static POOLED: Mutex<Vec<std::sync::Weak<Allocator>>> = Mutex::new(Vec::new());
+
+/// `MemoryManager::Clear` (`vm.builtin.memory_manager.clear`): every pooled allocator of every
+/// VM gives the blocks it keeps back to the device; blocks in use stay.
+pub fn release_all_pools() {
+    let live: Vec<Arc<Allocator>> = POOLED.lock().iter().filter_map(std::sync::Weak::upgrade).collect();
+    for a in live {
+        a.release_all();
+    }
+}
+
 /// A device memory handle kept in a pool.
 struct Block(*mut c_void);
 
@@ -77,7 +89,19 @@ impl Allocator {
     /// An allocator of `kind` for `dev` (its device API must exist).
     pub fn new(dev: DLDevice, kind: AllocatorKind) -> Result<Arc<Allocator>> {
         let api = device::api(dev.device_type)?;
-        Ok(Arc::new(Allocator { kind, device: dev, api, pool: Mutex::new(Pool::default()), held: AtomicUsize::new(0) }))
+        let a = Arc::new(Allocator {
+            kind,
+            device: dev,
+            api,
+            pool: Mutex::new(Pool::default()),
+            held: AtomicUsize::new(0),
+        });
+        if kind == AllocatorKind::Pooled {
+            let mut live = POOLED.lock();
+            live.retain(|w| w.strong_count() > 0);
+            live.push(Arc::downgrade(&a));
+        }
+        Ok(a)
     }
 
     /// The kind.
