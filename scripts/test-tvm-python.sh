@@ -54,6 +54,8 @@ ref="${TVM27_REF_VENV:-target/tvm27-ref}"
 ref_venv 0.27.0.post1 0.1.15.post2 "$ref"
 make_models "$ref/bin/python" tests/python/relax/make_device_models.py "$models/device"
 make_models "$ref/bin/python" tests/python/relax/make_zoo.py "$models/zoo"
+# TVM's own answers to the language-model builtins on fixed inputs (test_builtin_cases.py).
+make_models "$ref/bin/python" tests/python/relax/builtin_cases.py "$models/builtins"
 release_dirs=()
 for r in 0.25.0:0.1.12 0.26.0:0.1.15.post2 0.27.0.post1:0.1.15.post2; do
   v="${r%%:*}" rv="target/tvm${v%%.post*}-ref"
@@ -70,6 +72,7 @@ if [ -z "${TVM_CUDA_LIBRARY:-}" ] && [ -f target/release/libcudasim.so ]; then
   export TVM_CUDA_LIBRARY="$PWD/target/release/libcudasim.so"
 fi
 export RELAX_DEVICE_MODELS="$models/device" RELAX_ZOO="$models/zoo" RELAX_CUDA_MODELS="$models/cuda"
+export RELAX_BUILTIN_REFS="$models/builtins"
 RELAX_RELEASE_MODELS="$(IFS=:; echo "${release_dirs[*]}")"
 export RELAX_RELEASE_MODELS
 py="$(scripts/tvm-ffi-venv.sh "$venv" "$lib")"

@@ -194,9 +194,14 @@ fn caches(a: &[TVMFFIAny], what: &str) -> FfiResult<Vec<ObjectRef>> {
     seq_items(&arr).iter().map(|c| cache(c.raw(), what)).collect()
 }
 
+/// Registers `f` as a plain function pointer: one instantiation of the function object for all.
+fn add(b: &mut Builder, name: &str, f: super::builtins::Native) {
+    b.add(name, f);
+}
+
 /// Registers the `vm.builtin.attention_kv_cache_*` globals.
 pub fn register(b: &mut Builder) {
-    b.add("vm.builtin.attention_kv_cache_create", |a| {
+    add(b, "vm.builtin.attention_kv_cache_create", |a| {
         let what = "vm.builtin.attention_kv_cache_create";
         let init = tensor_arg(a.first().unwrap_or(&TVMFFIAny::NONE), what)?;
         let reserve_shape = shape_arg(a, 1, what)?;
@@ -210,13 +215,13 @@ pub fn register(b: &mut Builder) {
         }
         Ok(Any::object(make_object(type_index(), KvCache(Mutex::new(st)))))
     });
-    b.add("vm.builtin.attention_kv_cache_append", |a| {
+    add(b, "vm.builtin.attention_kv_cache_append", |a| {
         let what = "vm.builtin.attention_kv_cache_append";
         let c = cache(a.first().unwrap_or(&TVMFFIAny::NONE), what)?;
         append(&mut state(&c), tensor_arg(a.get(1).unwrap_or(&TVMFFIAny::NONE), what)?)?;
         Ok(Any::object(c))
     });
-    b.add("vm.builtin.attention_kv_cache_update", |a| {
+    add(b, "vm.builtin.attention_kv_cache_update", |a| {
         let what = "vm.builtin.attention_kv_cache_update";
         let c = cache(a.first().unwrap_or(&TVMFFIAny::NONE), what)?;
         let v = tensor_arg(a.get(1).unwrap_or(&TVMFFIAny::NONE), what)?;
@@ -232,21 +237,21 @@ pub fn register(b: &mut Builder) {
         drop(st);
         Ok(Any::object(c))
     });
-    b.add("vm.builtin.attention_kv_cache_window_override", |a| {
+    add(b, "vm.builtin.attention_kv_cache_window_override", |a| {
         let what = "vm.builtin.attention_kv_cache_window_override";
         let c = cache(a.first().unwrap_or(&TVMFFIAny::NONE), what)?;
         let v = tensor_arg(a.get(1).unwrap_or(&TVMFFIAny::NONE), what)?;
         window_override(&mut state(&c), v, int(a, 2, what)?, 0)?;
         Ok(Any::object(c))
     });
-    b.add("vm.builtin.attention_kv_cache_window_override_with_sinks", |a| {
+    add(b, "vm.builtin.attention_kv_cache_window_override_with_sinks", |a| {
         let what = "vm.builtin.attention_kv_cache_window_override_with_sinks";
         let c = cache(a.first().unwrap_or(&TVMFFIAny::NONE), what)?;
         let v = tensor_arg(a.get(1).unwrap_or(&TVMFFIAny::NONE), what)?;
         window_override(&mut state(&c), v, int(a, 2, what)?, int(a, 3, what)?)?;
         Ok(Any::object(c))
     });
-    b.add("vm.builtin.attention_kv_cache_view", |a| {
+    add(b, "vm.builtin.attention_kv_cache_view", |a| {
         let what = "vm.builtin.attention_kv_cache_view";
         if !(a.len() == 1 || a.len() == 2) {
             return Err(FfiError::value(format!("`{what}` expects 1 or 2 arguments, but got {}.", a.len())));
@@ -256,7 +261,7 @@ pub fn register(b: &mut Builder) {
         let st = state(&c);
         view(&st, shape)
     });
-    b.add("vm.builtin.attention_kv_cache_array_popn", |a| {
+    add(b, "vm.builtin.attention_kv_cache_array_popn", |a| {
         let what = "vm.builtin.attention_kv_cache_array_popn";
         let n = int(a, 1, what)?;
         for c in caches(a, what)? {
@@ -268,7 +273,7 @@ pub fn register(b: &mut Builder) {
         }
         Ok(Any::none())
     });
-    b.add("vm.builtin.attention_kv_cache_array_clear", |a| {
+    add(b, "vm.builtin.attention_kv_cache_array_clear", |a| {
         for c in caches(a, "vm.builtin.attention_kv_cache_array_clear")? {
             let mut st = state(&c);
             st.fill_count = 0;

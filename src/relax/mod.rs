@@ -7,7 +7,9 @@
 //! - [`text`]: its `as_text` and `stats` strings, as TVM prints them.
 //!
 //! - [`vm`]: the interpreter, over tvm-ffi objects ([`objects`]: storage and closures);
-//! - [`builtins`]: the `vm.builtin.*` globals the compiler emits;
+//! - [`builtins`]: the `vm.builtin.*` globals the compiler emits; [`kv_cache`] and [`sampling`]:
+//!   those TVM offers language models (`lm_support.cc`); [`tensor_cache`]: weights from a
+//!   `tensor-cache.json` folder;
 //! - [`vm_module`]: the `relax.VMExecutable` and `relax.VirtualMachine` modules and the loader
 //!   `ffi.Module.load_from_bytes.relax.VMExecutable` that `__tvm_ffi__library_bin` calls.
 //!
@@ -19,6 +21,8 @@ pub mod executable;
 pub mod format;
 pub mod kv_cache;
 pub mod objects;
+pub mod sampling;
+pub mod tensor_cache;
 pub mod text;
 pub mod vm;
 pub mod vm_module;
@@ -27,6 +31,8 @@ pub mod vm_module;
 pub fn register(b: &mut crate::tvmffi::registry::Builder) {
     builtins::register(b);
     kv_cache::register(b);
+    sampling::register(b);
+    tensor_cache::register(b);
     vm_module::register(b);
 }
 
