@@ -9,7 +9,7 @@
 //! - [`vm`]: the interpreter, over tvm-ffi objects ([`objects`]: storage and closures);
 //! - [`builtins`]: the `vm.builtin.*` globals the compiler emits; [`kv_cache`] and [`sampling`]:
 //!   those TVM offers language models (`lm_support.cc`); [`tensor_cache`]: weights from a
-//!   `tensor-cache.json` folder;
+//!   `tensor-cache.json` folder; [`py_func`]: host functions for `R.call_py_func`;
 //! - [`vm_module`]: the `relax.VMExecutable` and `relax.VirtualMachine` modules and the loader
 //!   `ffi.Module.load_from_bytes.relax.VMExecutable` that `__tvm_ffi__library_bin` calls.
 //!
@@ -21,6 +21,7 @@ pub mod executable;
 pub mod format;
 pub mod kv_cache;
 pub mod objects;
+pub mod py_func;
 pub mod sampling;
 pub mod tensor_cache;
 pub mod text;
@@ -33,6 +34,7 @@ pub fn register(b: &mut crate::tvmffi::registry::Builder) {
     kv_cache::register(b);
     sampling::register(b);
     tensor_cache::register(b);
+    py_func::register(b);
     vm_module::register(b);
 }
 

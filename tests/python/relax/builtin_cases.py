@@ -1,11 +1,11 @@
 """Calls of the Relax runtime's language-model builtins (TVM's `lm_support.cc`: the sampling helpers,
 the in-place logit transforms, the legacy attention KV cache; `tensor_cache_support.cc`: weights
-loaded by name) on fixed inputs.
+loaded by name; `builtin.cc`: host functions for `R.call_py_func`) on fixed inputs.
 
 `python builtin_cases.py OUT_DIR` runs them on TVM's own runtime (the pure apache-tvm wheel) and
-records its answers in OUT_DIR/builtin_refs.npz; test_builtin_cases.py runs the same cases on this
-library and compares. Each case is a function of (global function lookup, numpy -> tensor) that
-returns a list of numpy arrays.
+records its answers in OUT_DIR/builtin_refs.npz (and the exports some cases load, made by TVM's
+compiler); test_builtin_cases.py runs the same cases on this library and compares. Each case is a
+function of (global function lookup, numpy -> tensor, OUT_DIR) that returns a list of numpy arrays.
 """
 
 import sys
@@ -25,7 +25,7 @@ def _rng():
 UNIFORMS = np.linspace(0.005, 0.995, 23)
 
 
-def top_p_from_logits(f, T):
+def top_p_from_logits(f, T, d):
     rng = _rng()
     fn = f("vm.builtin.sample_top_p_from_logits")
     out = []
@@ -38,7 +38,7 @@ def top_p_from_logits(f, T):
     return [np.array(out, dtype="int64")]
 
 
-def top_p_from_prob(f, T):
+def top_p_from_prob(f, T, d):
     rng = _rng()
     fn = f("vm.builtin.sample_top_p_from_prob")
     peaked = np.zeros((1, 3000), "float32")
@@ -57,7 +57,7 @@ def top_p_from_prob(f, T):
     return [np.array(out, dtype="int64")]
 
 
-def multinomial_from_uniform(f, T):
+def multinomial_from_uniform(f, T, d):
     rng = _rng()
     fn = f("vm.builtin.multinomial_from_uniform")
     prob = _softmax(rng.standard_normal((6, 16)))
@@ -65,7 +65,7 @@ def multinomial_from_uniform(f, T):
     return [fn(T(prob), T(uniform)).numpy()]
 
 
-def repetition_penalty(f, T):
+def repetition_penalty(f, T, d):
     rng = _rng()
     logits = rng.standard_normal((1, 32)).astype("float32")
     logits[0, 4] = 0.0
@@ -74,7 +74,7 @@ def repetition_penalty(f, T):
     return [t.numpy()]
 
 
-def presence_and_frequency_penalty(f, T):
+def presence_and_frequency_penalty(f, T, d):
     rng = _rng()
     t = T(rng.standard_normal((1, 32)).astype("float32"))
     ids, freqs = np.array([1, 9, 30, 9], "int32"), np.array([1, 3, 2, 1], "int32")
@@ -82,7 +82,7 @@ def presence_and_frequency_penalty(f, T):
     return [t.numpy()]
 
 
-def softmax_with_temperature(f, T):
+def softmax_with_temperature(f, T, d):
     rng = _rng()
     out = []
     for shape, temp in [((1, 50), 0.7), ((1, 50), 2.0), ((2, 16), 1.0), ((1, 8), 1e-3)]:
@@ -92,7 +92,7 @@ def softmax_with_temperature(f, T):
     return out
 
 
-def kv_cache(f, T):
+def kv_cache(f, T, d):
     import tvm_ffi
 
     rng = _rng()
@@ -123,7 +123,7 @@ def kv_cache(f, T):
     return out
 
 
-def tensor_cache(f, T):
+def tensor_cache(f, T, d):
     """Weights written by tvm.contrib.tvmjs (raw and f32-to-bf16, two shards), loaded into the cache."""
     import tempfile
 
@@ -156,6 +156,52 @@ def tensor_cache(f, T):
     return out
 
 
+PY_FUNC_SO = "py_func.so"
+
+
+def make_py_func_model(out_dir):
+    """A v0.27 export whose `main` calls back into a host function (`R.call_py_func`)."""
+    import tvm
+    from tvm.script import ir as I
+    from tvm.script import relax as R
+
+    @I.ir_module
+    class PyFunc:
+        @R.function
+        def main(x: R.Tensor((7,), "float32"), s: R.Tensor((2, 3), "int32")):
+            y = R.call_py_func("twice_plus_one", x, out_ty=R.Tensor((7,), "float32"))
+            t = R.call_py_func("sum_of", x, s, out_ty=R.Tensor((), "float32"))
+            return R.add(y, x), t
+
+    tvm.compile(PyFunc, target="llvm").export_library(f"{out_dir}/{PY_FUNC_SO}")
+
+
+def py_func(f, T, d):
+    """Host functions registered under names, called from the VM, cleared again."""
+    import tvm
+
+    seen = []
+
+    def twice_plus_one(x):
+        seen.append(x.shape)
+        return T(x.numpy() * 2 + 1)
+
+    def sum_of(x, s):
+        return T(np.array(x.numpy().sum() + s.numpy().sum(), "float32"))
+
+    f("vm.builtin.register_py_func")("twice_plus_one", twice_plus_one)
+    f("vm.builtin.register_py_func")("sum_of", sum_of)
+    try:
+        vm = tvm.runtime.vm.VirtualMachine(tvm.runtime.load_module(f"{d}/{PY_FUNC_SO}"), tvm.cpu())
+        x = np.linspace(-1, 1, 7).astype("float32")
+        s = np.arange(6, dtype="int32").reshape(2, 3)
+        y, t = vm["main"](T(x), T(s))
+        got = f("vm.builtin.get_py_func")("sum_of")(T(x), T(s)).numpy()
+    finally:
+        f("vm.builtin.clear_py_func_registry")()
+    return [y.numpy(), t.numpy(), got, np.array([tuple(v) for v in seen], "int64")]
+
+
 CASES = {
     f.__name__: f
     for f in [
@@ -167,24 +213,27 @@ CASES = {
         softmax_with_temperature,
         kv_cache,
         tensor_cache,
+        py_func,
     ]
 }
 
 
-def run(name):
+def run(name, d):
+    """Case `name`; `d` is the folder with the exports main() made."""
     import tvm
 
-    return CASES[name](tvm.get_global_func, tvm.runtime.tensor)
+    return CASES[name](tvm.get_global_func, tvm.runtime.tensor, d)
 
 
 def main(out_dir):
     import pathlib
 
+    pathlib.Path(out_dir).mkdir(parents=True, exist_ok=True)
+    make_py_func_model(out_dir)
     refs = {}
     for name in CASES:
-        for k, a in enumerate(run(name)):
+        for k, a in enumerate(run(name, out_dir)):
             refs[f"{name}.{k}"] = a
-    pathlib.Path(out_dir).mkdir(parents=True, exist_ok=True)
     np.savez(pathlib.Path(out_dir) / "builtin_refs.npz", **refs)
     print(f"{len(refs)} arrays from {len(CASES)} cases")
 

@@ -16,12 +16,13 @@ import builtin_cases
 REFS = os.environ.get("RELAX_BUILTIN_REFS")
 if not REFS:
     pytest.skip("RELAX_BUILTIN_REFS is not set (a folder made by builtin_cases.py)", allow_module_level=True)
-REFS = np.load(pathlib.Path(REFS) / "builtin_refs.npz")
+DIR = pathlib.Path(REFS)
+REFS = np.load(DIR / "builtin_refs.npz")
 
 
 @pytest.mark.parametrize("name", list(builtin_cases.CASES))
 def test_case_gives_tvms_answers(name):
-    got = builtin_cases.run(name)
+    got = builtin_cases.run(name, str(DIR))
     want = [REFS[f"{name}.{k}"] for k in range(len([k for k in REFS.files if k.startswith(name + ".")]))]
     assert len(got) == len(want)
     for k, (g, w) in enumerate(zip(got, want)):
@@ -51,6 +52,10 @@ def test_wrong_calls_raise():
         lambda: f("vm.builtin.param_array_from_cache")("no_such_param", 2),
         lambda: f("vm.builtin.param_array_from_cache_by_name")(["no_such_param"]),
         lambda: f("vm.builtin.tensor_cache.update")("x", "not a tensor"),
+        lambda: f("vm.builtin.get_py_func")("no_such_function"),
+        lambda: f("vm.builtin.call_py_func")(["no_such_function", []]),
+        lambda: f("vm.builtin.call_py_func")(["too", "many", "items"]),
+        lambda: f("vm.builtin.register_py_func")("f", "not a function"),
     ]
     for k, call in enumerate(bad):
         with pytest.raises(Exception):
@@ -100,3 +105,19 @@ def test_damaged_tensor_cache_is_refused(tmp_path):
     with pytest.raises(Exception, match="already exists"):
         f("vm.builtin.tensor_cache.update")("x", tvm.runtime.tensor(np.zeros(2, "float32")))
     f("vm.builtin.tensor_cache.clear")()
+
+
+def test_call_py_func_without_a_registered_function_raises():
+    from tvm.runtime.vm import VirtualMachine
+
+    vm = VirtualMachine(tvm.runtime.load_module(str(DIR / builtin_cases.PY_FUNC_SO)), tvm.cpu())
+    x, s = tvm.runtime.tensor(np.ones(7, "float32")), tvm.runtime.tensor(np.ones((2, 3), "int32"))
+    with pytest.raises(Exception, match="twice_plus_one"):
+        vm["main"](x, s)
+    tvm.get_global_func("vm.builtin.register_py_func")("twice_plus_one", lambda x: "not a tensor")
+    tvm.get_global_func("vm.builtin.register_py_func")("sum_of", lambda x, s: s)
+    try:
+        with pytest.raises(Exception):
+            vm["main"](x, s)  # the VM checks nothing here; the add kernel gets a string
+    finally:
+        tvm.get_global_func("vm.builtin.clear_py_func_registry")()
