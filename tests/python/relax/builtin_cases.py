@@ -1,6 +1,7 @@
 """Calls of the Relax runtime's language-model builtins (TVM's `lm_support.cc`: the sampling helpers,
 the in-place logit transforms, the legacy attention KV cache; `tensor_cache_support.cc`: weights
-loaded by name; `builtin.cc`: host functions for `R.call_py_func`) on fixed inputs.
+loaded by name; `builtin.cc`: host functions for `R.call_py_func`) and a system-library export, on
+fixed inputs.
 
 `python builtin_cases.py OUT_DIR` runs them on TVM's own runtime (the pure apache-tvm wheel) and
 records its answers in OUT_DIR/builtin_refs.npz (and the exports some cases load, made by TVM's
@@ -202,6 +203,43 @@ def py_func(f, T, d):
     return [y.numpy(), t.numpy(), got, np.array([tuple(v) for v in seen], "int64")]
 
 
+SYSTEM_LIB_SO = "system_lib.so"
+
+
+def make_system_lib_model(out_dir):
+    """A v0.27 system-library export (`relax.build(..., system_lib=True)`): its kernels and
+    `__tvm_ffi__library_bin` register themselves in the process's system library when loaded."""
+    import tvm
+    from tvm.script import ir as I
+    from tvm.script import relax as R
+
+    @I.ir_module
+    class SysLib:
+        @R.function
+        def main(x: R.Tensor((2, 3), "float32"), y: R.Tensor((2, 3), "float32")):
+            z = R.multiply(R.add(x, y), x)
+            return z, R.sum(z, axis=[1])
+
+    tvm.relax.build(SysLib, target="llvm", system_lib=True).export_library(f"{out_dir}/{SYSTEM_LIB_SO}")
+
+
+def system_lib(f, T, d):
+    """The export through `tvm.runtime.system_lib()` after a global dlopen, and loaded as a file."""
+    import ctypes
+
+    import tvm
+    from tvm.runtime.vm import VirtualMachine
+
+    x = np.linspace(-1, 2, 6).astype("float32").reshape(2, 3)
+    y = np.arange(6, dtype="float32").reshape(2, 3)
+    ctypes.CDLL(f"{d}/{SYSTEM_LIB_SO}", ctypes.RTLD_GLOBAL)
+    out = []
+    for mod in (tvm.runtime.system_lib(), tvm.runtime.load_module(f"{d}/{SYSTEM_LIB_SO}")):
+        z, s = VirtualMachine(mod, tvm.cpu())["main"](T(x), T(y))
+        out += [z.numpy(), s.numpy()]
+    return out
+
+
 CASES = {
     f.__name__: f
     for f in [
@@ -214,6 +252,7 @@ CASES = {
         kv_cache,
         tensor_cache,
         py_func,
+        system_lib,
     ]
 }
 
@@ -230,6 +269,7 @@ def main(out_dir):
 
     pathlib.Path(out_dir).mkdir(parents=True, exist_ok=True)
     make_py_func_model(out_dir)
+    make_system_lib_model(out_dir)
     refs = {}
     for name in CASES:
         for k, a in enumerate(run(name, out_dir)):
