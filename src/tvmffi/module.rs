@@ -379,7 +379,10 @@ pub fn clear_imports(m: &ObjectRef) -> FfiResult<()> {
 /// `ctx` is null or a module handle this library filled into `__tvm_ffi__library_ctx`.
 pub unsafe fn lookup_from_imports(ctx: *mut TVMFFIObject, name: &str) -> FfiResult<*mut TVMFFIObject> {
     if ctx.is_null() {
-        return Err(FfiError::value("TVMFFIEnvModLookupFromImports: the library context is NULL"));
+        return Err(FfiError::value(
+            "TVMFFIEnvModLookupFromImports: the library context is NULL (a library loaded earlier with RTLD_GLOBAL, \
+             such as a system-library export, may define this library's symbols)",
+        ));
     }
     let m = {
         let live = CTX_MODULES.lock();

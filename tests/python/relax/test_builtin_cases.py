@@ -121,3 +121,29 @@ def test_call_py_func_without_a_registered_function_raises():
             vm["main"](x, s)  # the VM checks nothing here; the add kernel gets a string
     finally:
         tvm.get_global_func("vm.builtin.clear_py_func_registry")()
+
+
+def test_export_shadowed_by_a_global_system_lib_raises_not_crashes():
+    """A system-library export loaded with RTLD_GLOBAL first: a compiled-mode export loaded after
+    it reads the system library's `__tvm_ffi__library_ctx` (ELF interposition). TVM's runtime
+    crashes; this library must raise."""
+    import subprocess
+    import sys
+
+    zoo = os.environ.get("RELAX_ZOO")
+    if not zoo or not (pathlib.Path(zoo) / "compiled_dyn.so").is_file():
+        pytest.skip("RELAX_ZOO with compiled_dyn.so is not at hand")
+    script = f"""
+import ctypes, numpy as np, tvm
+from tvm.runtime.vm import VirtualMachine
+ctypes.CDLL({str(DIR / builtin_cases.SYSTEM_LIB_SO)!r}, ctypes.RTLD_GLOBAL)
+vm = VirtualMachine(tvm.runtime.load_module({zoo + '/compiled_dyn.so'!r}), tvm.cpu())
+try:
+    vm["main"](tvm.runtime.tensor(np.array(True)), tvm.runtime.tensor(np.ones((5, 3), "float32")))
+    print("ran")
+except Exception as e:
+    print("raised:", e)
+"""
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "raised:" in r.stdout and "RTLD_GLOBAL" in r.stdout, r.stdout
