@@ -73,6 +73,24 @@ fn ffi_err(e: FfiError) -> Error {
     Error::from_foreign(format!("{}: {}", e.kind(), e.message()))
 }
 
+/// A loader's error, naming the library and, where an export's call into the runtime's C API
+/// could not be bound, what the program lacks.
+fn load_err(e: FfiError, name: &str) -> Error {
+    let mut e = ffi_err(e);
+    if !e.to_string().contains(name) {
+        e = e.context(name);
+    }
+    if e.to_string().contains("undefined symbol: TVMFFI") {
+        // The export calls the runtime's C API by name: the program must export it.
+        e = Error::from_foreign(format!(
+            "{e} (the program does not export the runtime's C API, which TVM v0.22+ exports call: link \
+             it with -Wl,--export-dynamic, e.g. `println!(\"cargo:rustc-link-arg-bins=-Wl,--export-dynamic\")` \
+             in its build.rs)"
+        ));
+    }
+    e
+}
+
 /// Whether `path` is a TVM v0.22+ export (an ELF library defining `__tvm_ffi__library_bin`):
 /// load it with [`RelaxModule::load`], not [`crate::Module::load`]. Reads only the file's
 /// headers and dynamic symbol table.
@@ -173,22 +191,23 @@ impl RelaxModule {
         }
         let p = path.to_str().ok_or_else(|| Error::value(format!("the path {} is not valid UTF-8", path.display())))?;
         // tvm-ffi's loader picks the format from the extension; a library is a library.
-        let exec = if p.ends_with(".so") { module::load_from_file(p) } else { module::load_dso(p) }.map_err(|e| {
-            let mut e = ffi_err(e);
-            if !e.to_string().contains(p) {
-                e = e.context(path.display());
-            }
-            if e.to_string().contains("undefined symbol: TVMFFI") {
-                // The export calls the runtime's C API by name: the program must export it.
-                e = Error::from_foreign(format!(
-                    "{e} (the program does not export the runtime's C API, which TVM v0.22+ exports call: link \
-                     it with -Wl,--export-dynamic, e.g. `println!(\"cargo:rustc-link-arg-bins=-Wl,--export-dynamic\")` \
-                     in its build.rs)"
-                ));
-            }
-            e
-        })?;
-        Self::from_module(exec, path)
+        let exec = if p.ends_with(".so") { module::load_from_file(p) } else { module::load_dso(p) };
+        Self::from_module(exec.map_err(|e| load_err(e, p))?, path)
+    }
+
+    /// Loads an export from its bytes (a whole `.so`, e.g. decrypted in memory) without writing
+    /// them to a file: an anonymous file is `dlopen`ed, as [`crate::Module::from_bytes`] does.
+    /// [`RelaxModule::path`] is then `<memory:bytes>`.
+    pub fn from_bytes(bytes: &[u8]) -> Result<RelaxModule> {
+        Self::from_bytes_named(bytes, "bytes")
+    }
+
+    /// As [`RelaxModule::from_bytes`], naming the library `name` in messages and its path
+    /// `<memory:NAME>`.
+    pub fn from_bytes_named(bytes: &[u8], name: &str) -> Result<RelaxModule> {
+        let label = format!("<memory:{name}>");
+        let exec = module::load_dso_from_bytes(bytes, name).map_err(|e| load_err(e, &label))?;
+        Self::from_module(exec, Path::new(&label))
     }
 
     fn from_module(exec: ObjectRef, path: &Path) -> Result<RelaxModule> {

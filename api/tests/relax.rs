@@ -296,3 +296,22 @@ fn loading_a_file_twice_and_dropping_one_keeps_the_other_working() {
     let mut vm = RelaxVm::new(&second, &[Device::cpu()]).unwrap();
     assert_eq!(vm.call("main", std::slice::from_ref(&x)).unwrap().flatten().len(), 4);
 }
+
+#[test]
+fn every_model_loads_from_its_bytes() {
+    let Some((dir, m)) = manifest() else { return };
+    for c in cases(&dir, &m) {
+        let bytes = std::fs::read(&c.file).unwrap();
+        let module = RelaxModule::from_bytes_named(&bytes, &c.name).unwrap_or_else(|e| panic!("{}: {e}", c.name));
+        assert_eq!(module.path(), Path::new(&format!("<memory:{}>", c.name)));
+        assert!(module.packed_functions().missing.is_empty(), "{}", c.name);
+        let mut vm = RelaxVm::new(&module, &[Device::cpu()]).unwrap();
+        check(&c, vm.call(&c.function, &c.inputs).unwrap_or_else(|e| panic!("{}: {e}", c.name)), " (from bytes)");
+    }
+    // Not a library; half of one: errors naming what was given, no crash.
+    let e = RelaxModule::from_bytes_named(b"not a library, only some bytes of text", "junk").unwrap_err().to_string();
+    assert!(e.contains("<memory:junk>") && e.contains("ELF"), "{e}");
+    let bytes = std::fs::read(dir.join("mlp.so")).unwrap();
+    let e = RelaxModule::from_bytes_named(&bytes[..bytes.len() / 2], "half").unwrap_err().to_string();
+    assert!(e.contains("<memory:half>"), "{e}");
+}

@@ -28,6 +28,13 @@ const MAX_BYTES: usize = 1 << 40;
 /// Loads the model library whose bytes (a whole exported `.so`) are `bytes`; `name` appears in
 /// messages (`<memory:NAME>`).
 pub fn load_from_bytes(bytes: &[u8], name: &str) -> Result<Module> {
+    super::dso::load_opened(open_bytes(bytes, name)?)
+}
+
+/// `dlopen`s the shared library whose bytes are `bytes` (checked first: an ELF library whose
+/// sections lie within the bytes), without loading anything from it: the classic and the tvm-ffi
+/// loaders continue from here.
+pub fn open_bytes(bytes: &[u8], name: &str) -> Result<std::sync::Arc<super::dso::Dso>> {
     if bytes.len() < 64 || &bytes[..4] != b"\x7fELF" {
         return Err(Error::value(format!(
             "{}: the {} bytes given are not a shared library (no ELF header)",
@@ -39,7 +46,7 @@ pub fn load_from_bytes(bytes: &[u8], name: &str) -> Result<Module> {
         return Err(Error::value(format!("{}: {} bytes is too large for a library", label(name), bytes.len())));
     }
     super::elf::check_bytes(bytes, &label(name))?;
-    super::dso::load_opened(imp::open(bytes, &label(name))?)
+    imp::open(bytes, &label(name))
 }
 
 fn label(name: &str) -> String {

@@ -481,6 +481,13 @@ pub fn load_dso(path: &str) -> FfiResult<ObjectRef> {
     create_library_module(Library::Dso(d))
 }
 
+/// A library loaded from its bytes (an anonymous file, see [`crate::module::memory`]) as
+/// [`load_dso`] loads a file: its `__tvm_ffi__library_bin` module tree, or the library module.
+pub fn load_dso_from_bytes(bytes: &[u8], name: &str) -> FfiResult<ObjectRef> {
+    let d = crate::module::memory::open_bytes(bytes, name)?;
+    create_library_module(Library::Dso(d))
+}
+
 /// `Module::LoadFromFile`: the loader `ffi.Module.load_from_file.<ext>` of the file's extension.
 pub fn load_from_file(path: &str) -> FfiResult<ObjectRef> {
     let fmt = match path.rfind('.') {
