@@ -23,7 +23,7 @@ fn arg<'a>(name: &str, a: Args<'a>, i: usize) -> FfiResult<&'a TVMFFIAny> {
 }
 
 #[inline]
-fn int(name: &str, a: Args, i: usize) -> FfiResult<i64> {
+pub(super) fn int(name: &str, a: Args, i: usize) -> FfiResult<i64> {
     let v = arg(name, a, i)?;
     view_as_i64(v).ok_or_else(|| {
         FfiError::type_error(format!("{name}: argument {i} must be an integer, got {}", types::type_key(v.type_index)))
@@ -526,8 +526,14 @@ pub fn native(name: &str, func: &ObjectRef) -> Option<Native> {
     natives().read().get(name).filter(|(o, _)| o.same_as(func)).map(|(_, f)| *f)
 }
 
-fn add(b: &mut Builder, name: &'static str, f: Native) {
+/// Registers `f` as a plain function pointer (one instantiation of the function object for
+/// all of them), for the Relax VM's globals that the VM does not call directly.
+pub(super) fn add_fn(b: &mut Builder, name: &str, f: Native) {
     b.add(name, f);
+}
+
+fn add(b: &mut Builder, name: &'static str, f: Native) {
+    add_fn(b, name, f);
     if let Some(o) = b.get(name) {
         // The map holds the object, so its address is never reused by another function.
         natives().write().insert(name, (o, f));
@@ -537,7 +543,7 @@ fn add(b: &mut Builder, name: &'static str, f: Native) {
 /// Registers the builtins.
 pub fn register(b: &mut Builder) {
     add(b, "vm.builtin.alloc_shape_heap", alloc_shape_heap);
-    b.add("vm.builtin.memory_manager.clear", |_| {
+    add_fn(b, "vm.builtin.memory_manager.clear", |_| {
         crate::vm::memory::release_all_pools();
         Ok(Any::none())
     });

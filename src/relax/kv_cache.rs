@@ -3,6 +3,7 @@
 //! tensor whose first dimension grows (doubling) as rows are appended, a fill count, and the
 //! write position of window attention. The `vm.builtin.attention_kv_cache_*` globals.
 
+use super::builtins::add_fn;
 use crate::abi::DLTensor;
 use crate::tvmffi::any::{Any, TVMFFIAny};
 use crate::tvmffi::containers::array::seq_items;
@@ -194,14 +195,9 @@ fn caches(a: &[TVMFFIAny], what: &str) -> FfiResult<Vec<ObjectRef>> {
     seq_items(&arr).iter().map(|c| cache(c.raw(), what)).collect()
 }
 
-/// Registers `f` as a plain function pointer: one instantiation of the function object for all.
-fn add(b: &mut Builder, name: &str, f: super::builtins::Native) {
-    b.add(name, f);
-}
-
 /// Registers the `vm.builtin.attention_kv_cache_*` globals.
 pub fn register(b: &mut Builder) {
-    add(b, "vm.builtin.attention_kv_cache_create", |a| {
+    add_fn(b, "vm.builtin.attention_kv_cache_create", |a| {
         let what = "vm.builtin.attention_kv_cache_create";
         let init = tensor_arg(a.first().unwrap_or(&TVMFFIAny::NONE), what)?;
         let reserve_shape = shape_arg(a, 1, what)?;
@@ -215,13 +211,13 @@ pub fn register(b: &mut Builder) {
         }
         Ok(Any::object(make_object(type_index(), KvCache(Mutex::new(st)))))
     });
-    add(b, "vm.builtin.attention_kv_cache_append", |a| {
+    add_fn(b, "vm.builtin.attention_kv_cache_append", |a| {
         let what = "vm.builtin.attention_kv_cache_append";
         let c = cache(a.first().unwrap_or(&TVMFFIAny::NONE), what)?;
         append(&mut state(&c), tensor_arg(a.get(1).unwrap_or(&TVMFFIAny::NONE), what)?)?;
         Ok(Any::object(c))
     });
-    add(b, "vm.builtin.attention_kv_cache_update", |a| {
+    add_fn(b, "vm.builtin.attention_kv_cache_update", |a| {
         let what = "vm.builtin.attention_kv_cache_update";
         let c = cache(a.first().unwrap_or(&TVMFFIAny::NONE), what)?;
         let v = tensor_arg(a.get(1).unwrap_or(&TVMFFIAny::NONE), what)?;
@@ -237,21 +233,21 @@ pub fn register(b: &mut Builder) {
         drop(st);
         Ok(Any::object(c))
     });
-    add(b, "vm.builtin.attention_kv_cache_window_override", |a| {
+    add_fn(b, "vm.builtin.attention_kv_cache_window_override", |a| {
         let what = "vm.builtin.attention_kv_cache_window_override";
         let c = cache(a.first().unwrap_or(&TVMFFIAny::NONE), what)?;
         let v = tensor_arg(a.get(1).unwrap_or(&TVMFFIAny::NONE), what)?;
         window_override(&mut state(&c), v, int(a, 2, what)?, 0)?;
         Ok(Any::object(c))
     });
-    add(b, "vm.builtin.attention_kv_cache_window_override_with_sinks", |a| {
+    add_fn(b, "vm.builtin.attention_kv_cache_window_override_with_sinks", |a| {
         let what = "vm.builtin.attention_kv_cache_window_override_with_sinks";
         let c = cache(a.first().unwrap_or(&TVMFFIAny::NONE), what)?;
         let v = tensor_arg(a.get(1).unwrap_or(&TVMFFIAny::NONE), what)?;
         window_override(&mut state(&c), v, int(a, 2, what)?, int(a, 3, what)?)?;
         Ok(Any::object(c))
     });
-    add(b, "vm.builtin.attention_kv_cache_view", |a| {
+    add_fn(b, "vm.builtin.attention_kv_cache_view", |a| {
         let what = "vm.builtin.attention_kv_cache_view";
         if !(a.len() == 1 || a.len() == 2) {
             return Err(FfiError::value(format!("`{what}` expects 1 or 2 arguments, but got {}.", a.len())));
@@ -261,7 +257,7 @@ pub fn register(b: &mut Builder) {
         let st = state(&c);
         view(&st, shape)
     });
-    add(b, "vm.builtin.attention_kv_cache_array_popn", |a| {
+    add_fn(b, "vm.builtin.attention_kv_cache_array_popn", |a| {
         let what = "vm.builtin.attention_kv_cache_array_popn";
         let n = int(a, 1, what)?;
         for c in caches(a, what)? {
@@ -273,7 +269,7 @@ pub fn register(b: &mut Builder) {
         }
         Ok(Any::none())
     });
-    add(b, "vm.builtin.attention_kv_cache_array_clear", |a| {
+    add_fn(b, "vm.builtin.attention_kv_cache_array_clear", |a| {
         for c in caches(a, "vm.builtin.attention_kv_cache_array_clear")? {
             let mut st = state(&c);
             st.fill_count = 0;

@@ -10,6 +10,8 @@ use crate::tvmffi::any::Any;
 use crate::tvmffi::object::{make_object, ObjectRef};
 use crate::tvmffi::{ti, types, FfiError, FfiResult};
 use crate::vm::memory::Allocator;
+use parking_lot::Mutex;
+use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Arc, OnceLock};
 
@@ -140,4 +142,58 @@ pub fn bind_last_args(func: ObjectRef, last: Vec<Any>) -> ObjectRef {
         all.extend(last.iter().map(|a| *a.raw()));
         crate::tvmffi::function::call(&func, &all)
     })
+}
+
+/// A process-wide table of objects by name (the tensor cache, the `call_py_func` registry).
+/// Objects it lets go of (replaced, removed, cleared) are released after its lock is: releasing
+/// one may run host code (a tensor's deleter, a Python function's) that uses the table again.
+#[derive(Default)]
+pub struct NamedObjects(Mutex<Option<HashMap<String, ObjectRef>>>);
+
+impl NamedObjects {
+    /// An empty table.
+    pub const fn new() -> Self {
+        NamedObjects(Mutex::new(None))
+    }
+
+    /// The object named `name`.
+    pub fn get(&self, name: &str) -> Option<ObjectRef> {
+        self.0.lock().as_ref()?.get(name).cloned()
+    }
+
+    /// Sets `name`; with `replace` false, a name already there is an error (and `value` dropped).
+    pub fn insert(&self, name: String, value: ObjectRef, replace: bool) -> FfiResult<()> {
+        let old = {
+            let mut t = self.0.lock();
+            let t = t.get_or_insert_with(HashMap::new);
+            if !replace && t.contains_key(&name) {
+                return Err(FfiError::value(format!("Name {name} already exists in the cache")));
+            }
+            t.insert(name, value)
+        };
+        drop(old);
+        Ok(())
+    }
+
+    /// Sets every name of `items`, replacing those there.
+    pub fn insert_all(&self, items: impl IntoIterator<Item = (String, ObjectRef)>) {
+        let old: Vec<ObjectRef> = {
+            let mut t = self.0.lock();
+            let t = t.get_or_insert_with(HashMap::new);
+            items.into_iter().filter_map(|(k, v)| t.insert(k, v)).collect()
+        };
+        drop(old);
+    }
+
+    /// Removes `name`, if there.
+    pub fn remove(&self, name: &str) {
+        let old = self.0.lock().as_mut().and_then(|t| t.remove(name));
+        drop(old);
+    }
+
+    /// Removes everything.
+    pub fn clear(&self) {
+        let old = self.0.lock().take();
+        drop(old);
+    }
 }

@@ -3,17 +3,17 @@
 //! registered under that name with `vm.builtin.register_py_func` (any `ffi.Function`; TVM's
 //! `BasePyModule` registers Python functions).
 
+use super::builtins::add_fn;
+use super::objects::NamedObjects;
 use crate::tvmffi::any::{Any, TVMFFIAny};
 use crate::tvmffi::containers::array::seq_items;
 use crate::tvmffi::object::ObjectRef;
 use crate::tvmffi::registry::Builder;
 use crate::tvmffi::{function, string, ti, types, FfiError, FfiResult};
-use parking_lot::Mutex;
-use std::collections::HashMap;
 
-/// name -> function. Never dropped at exit: a Python function must not be released after the
-/// interpreter has gone.
-static FUNCS: Mutex<Option<HashMap<String, ObjectRef>>> = Mutex::new(None);
+/// name -> function. A static, so never dropped at exit: a Python function must not be
+/// released after the interpreter has gone.
+static FUNCS: NamedObjects = NamedObjects::new();
 
 fn name_arg(what: &str, v: Option<&TVMFFIAny>) -> FfiResult<String> {
     v
@@ -24,11 +24,7 @@ fn name_arg(what: &str, v: Option<&TVMFFIAny>) -> FfiResult<String> {
 }
 
 fn lookup(name: &str) -> FfiResult<ObjectRef> {
-    FUNCS
-        .lock()
-        .as_ref()
-        .and_then(|m| m.get(name).cloned())
-        .ok_or_else(|| FfiError::value(format!("Python function '{name}' not found in registry")))
+    FUNCS.get(name).ok_or_else(|| FfiError::value(format!("Python function '{name}' not found in registry")))
 }
 
 fn array(what: &str, v: Option<&TVMFFIAny>) -> FfiResult<ObjectRef> {
@@ -61,14 +57,10 @@ fn call_py_func(a: &[TVMFFIAny]) -> FfiResult<Any> {
     function::call(&f, &views)
 }
 
-fn add(b: &mut Builder, name: &str, f: super::builtins::Native) {
-    b.add(name, f);
-}
-
 /// Registers the `call_py_func` globals.
 pub fn register(b: &mut Builder) {
-    add(b, "vm.builtin.call_py_func", call_py_func);
-    add(b, "vm.builtin.register_py_func", |a| {
+    add_fn(b, "vm.builtin.call_py_func", call_py_func);
+    add_fn(b, "vm.builtin.register_py_func", |a| {
         let what = "vm.builtin.register_py_func";
         let name = name_arg(what, a.first())?;
         let f = a
@@ -77,14 +69,12 @@ pub fn register(b: &mut Builder) {
             .ok_or_else(|| FfiError::type_error(format!("{what}: argument 1 must be a function")))?;
         // SAFETY: a view of a live function object.
         let f = unsafe { ObjectRef::from_borrowed(f.obj_ptr()) }.expect("non-null");
-        let old = FUNCS.lock().get_or_insert_with(HashMap::new).insert(name, f);
-        drop(old); // outside the lock: releasing a function may run host code
+        FUNCS.insert(name, f, true)?;
         Ok(Any::none())
     });
-    add(b, "vm.builtin.get_py_func", |a| Ok(Any::object(lookup(&name_arg("vm.builtin.get_py_func", a.first())?)?)));
-    add(b, "vm.builtin.clear_py_func_registry", |_| {
-        let old = FUNCS.lock().take();
-        drop(old);
+    add_fn(b, "vm.builtin.get_py_func", |a| Ok(Any::object(lookup(&name_arg("vm.builtin.get_py_func", a.first())?)?)));
+    add_fn(b, "vm.builtin.clear_py_func_registry", |_| {
+        FUNCS.clear();
         Ok(Any::none())
     });
 }

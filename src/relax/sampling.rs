@@ -7,6 +7,7 @@
 //! the same uniform number is the same token. Where TVM indexes without a check (a token id
 //! past the vocabulary, an empty vocabulary, a tensor of the wrong type), these give an error.
 
+use super::builtins::add_fn;
 use crate::abi::{DLDataType, DLDevice, DLTensor};
 use crate::tvmffi::any::{view_as_f64, Any, TVMFFIAny};
 use crate::tvmffi::object::ObjectRef;
@@ -97,10 +98,7 @@ fn tensor_arg(name: &str, a: Args, i: usize, what: &str, dtype: DLDataType, copy
     if !copy_to_host {
         return Err(FfiError::value(format!("{name}: {what} device must be CPU!")));
     }
-    let host = tensor::empty(&shape, dtype, CPU)?;
-    // SAFETY: a live tensor.
-    crate::ndarray::copy_tensor(t, unsafe { tensor::dltensor(host.as_ptr()) }, std::ptr::null_mut())?;
-    Ok(Host { obj: host, shape })
+    Ok(Host { obj: super::vm::copy_tensor_to(t, CPU)?, shape })
 }
 
 fn float(name: &str, a: Args, i: usize) -> FfiResult<f64> {
@@ -239,27 +237,22 @@ fn token_slots(name: &str, ids: &Host, n_logits: usize) -> FfiResult<Vec<usize>>
         .collect()
 }
 
-/// Registers `f` as a plain function pointer: one instantiation of the function object for all.
-fn add(b: &mut Builder, name: &str, f: super::builtins::Native) {
-    b.add(name, f);
-}
-
 /// Registers the sampling globals.
 pub fn register(b: &mut Builder) {
-    add(b, "vm.builtin.sample_top_p_from_logits", |a| {
+    add_fn(b, "vm.builtin.sample_top_p_from_logits", |a| {
         let name = "vm.builtin.sample_top_p_from_logits";
         let h = tensor_arg(name, a, 0, "logits", F32, true)?;
         one_row(name, &h)?;
         let (t, p, u) = (float(name, a, 1)?, float(name, a, 2)?, float(name, a, 3)?);
         Ok(Any::int(top_p_from_logits(h.data::<f32>(), t, p, u)?))
     });
-    add(b, "vm.builtin.sample_top_p_from_prob", |a| {
+    add_fn(b, "vm.builtin.sample_top_p_from_prob", |a| {
         let name = "vm.builtin.sample_top_p_from_prob";
         let h = tensor_arg(name, a, 0, "prob", F32, true)?;
         one_row(name, &h)?;
         Ok(Any::int(top_p_from_prob(h.data::<f32>(), float(name, a, 1)?, float(name, a, 2)?)?))
     });
-    add(b, "vm.builtin.multinomial_from_uniform", |a| {
+    add_fn(b, "vm.builtin.multinomial_from_uniform", |a| {
         let name = "vm.builtin.multinomial_from_uniform";
         let prob = tensor_arg(name, a, 0, "prob", F32, true)?;
         let u = tensor_arg(name, a, 1, "uniform_sample", F32, true)?;
@@ -287,7 +280,7 @@ pub fn register(b: &mut Builder) {
         }
         Ok(Any::object(res.obj))
     });
-    add(b, "vm.builtin.apply_repetition_penalty", |a| {
+    add_fn(b, "vm.builtin.apply_repetition_penalty", |a| {
         let name = "vm.builtin.apply_repetition_penalty";
         let mut logits = tensor_arg(name, a, 0, "logits", F32, false)?;
         let ids = tensor_arg(name, a, 1, "token_ids", I32, false)?;
@@ -300,7 +293,7 @@ pub fn register(b: &mut Builder) {
         }
         Ok(Any::none())
     });
-    add(b, "vm.builtin.apply_presence_and_frequency_penalty", |a| {
+    add_fn(b, "vm.builtin.apply_presence_and_frequency_penalty", |a| {
         let name = "vm.builtin.apply_presence_and_frequency_penalty";
         let mut logits = tensor_arg(name, a, 0, "logits", F32, false)?;
         let ids = tensor_arg(name, a, 1, "token_ids", I32, false)?;
@@ -317,7 +310,7 @@ pub fn register(b: &mut Builder) {
         }
         Ok(Any::none())
     });
-    add(b, "vm.builtin.apply_softmax_with_temperature", |a| {
+    add_fn(b, "vm.builtin.apply_softmax_with_temperature", |a| {
         let name = "vm.builtin.apply_softmax_with_temperature";
         let mut logits = tensor_arg(name, a, 0, "logits", F32, false)?;
         let vocab = logits.last();

@@ -8,29 +8,26 @@
 //! shard of the wrong size, an unknown dtype or format, or a path that leaves the folder is an
 //! error naming the file and record.
 
+use super::builtins::add_fn;
+use super::builtins::int;
+use super::objects::NamedObjects;
 use crate::abi::{DLDataType, DLDevice, DLTensor};
-use crate::tvmffi::any::{view_as_bool, view_as_i64, Any, TVMFFIAny};
+use crate::tvmffi::any::{view_as_bool, Any, TVMFFIAny};
 use crate::tvmffi::containers::array::{make_array, seq_items};
 use crate::tvmffi::module::{make_native_module, NativeModule};
 use crate::tvmffi::object::ObjectRef;
 use crate::tvmffi::registry::Builder;
 use crate::tvmffi::{function, string, tensor, ti, types, FfiError, FfiResult};
-use parking_lot::Mutex;
 use serde_json::Value;
-use std::collections::HashMap;
 use std::path::{Component, Path};
 
 type Args<'a> = &'a [TVMFFIAny];
 
 /// The cache: name -> tensor.
-static CACHE: Mutex<Option<HashMap<String, ObjectRef>>> = Mutex::new(None);
-
-fn with_cache<R>(f: impl FnOnce(&mut HashMap<String, ObjectRef>) -> R) -> R {
-    f(CACHE.lock().get_or_insert_with(HashMap::new))
-}
+static CACHE: NamedObjects = NamedObjects::new();
 
 fn get(name: &str) -> Option<ObjectRef> {
-    with_cache(|c| c.get(name).cloned())
+    CACHE.get(name)
 }
 
 /// One tensor of a shard.
@@ -154,19 +151,9 @@ fn tensor_from_bytes(r: &Record, bytes: &[u8], dev: DLDevice) -> FfiResult<Objec
         bytes
     };
     let out = tensor::empty(&r.shape, r.dtype, dev)?;
-    let mut shape = r.shape.clone();
-    let src = DLTensor {
-        data: bytes.as_ptr() as *mut std::ffi::c_void,
-        device: DLDevice { device_type: crate::device::CPU, device_id: 0 },
-        ndim: shape.len() as i32,
-        dtype: r.dtype,
-        shape: shape.as_mut_ptr(),
-        strides: std::ptr::null_mut(),
-        byte_offset: 0,
-    };
-    // SAFETY: `out` is a live tensor; `src` views `bytes` (of the tensor's size) for the copy.
-    crate::ndarray::copy_tensor(&src, unsafe { tensor::dltensor(out.as_ptr()) }, std::ptr::null_mut())?;
-    crate::device::api(dev.device_type)?.stream_sync(dev, std::ptr::null_mut())?;
+    // SAFETY: `out` is a live tensor.
+    let t = unsafe { tensor::dltensor(out.as_ptr()) };
+    crate::tvmffi::runtime_api::copy_from_bytes(t, bytes.as_ptr().cast(), bytes.len())?;
     Ok(out)
 }
 
@@ -192,11 +179,7 @@ fn load(dir: &str, dev: DLDevice) -> FfiResult<()> {
             .iter()
             .map(|r| tensor_from_bytes(r, &raw[r.offset..r.offset + r.nbytes], dev))
             .collect::<FfiResult<Vec<_>>>()?;
-        with_cache(|c| {
-            for (r, t) in shard.records.iter().zip(tensors) {
-                c.insert(r.name.clone(), t);
-            }
-        });
+        CACHE.insert_all(shard.records.iter().map(|r| r.name.clone()).zip(tensors));
     }
     Ok(())
 }
@@ -208,12 +191,6 @@ fn str_arg(name: &str, a: Args, i: usize) -> FfiResult<String> {
         .and_then(|b| std::str::from_utf8(b).ok())
         .map(str::to_owned)
         .ok_or_else(|| FfiError::type_error(format!("{name}: argument {i} must be a string")))
-}
-
-fn int_arg(name: &str, a: Args, i: usize) -> FfiResult<i64> {
-    a.get(i)
-        .and_then(view_as_i64)
-        .ok_or_else(|| FfiError::type_error(format!("{name}: argument {i} must be an integer")))
 }
 
 /// `GetParams`: `prefix_0`, `prefix_1`, ... (`num` of them, or as many as there are for -1).
@@ -275,25 +252,22 @@ fn param_module(params: Vec<Any>) -> Any {
     Any::object(make_native_module(Box::new(ParamModule(make_array(params)))))
 }
 
-/// Registers `f` as a plain function pointer: one instantiation of the function object for all.
-fn add(b: &mut Builder, name: &str, f: super::builtins::Native) {
-    b.add(name, f);
-}
-
 /// Registers the tensor cache's globals.
 pub fn register(b: &mut Builder) {
-    add(b, "vm.builtin.tensor_cache.load", |a| {
+    add_fn(b, "vm.builtin.tensor_cache.load", |a| {
         let name = "vm.builtin.tensor_cache.load";
         let dir = str_arg(name, a, 0)?;
         let device_type =
-            i32::try_from(int_arg(name, a, 1)?).map_err(|_| FfiError::value(format!("{name}: bad device type")))?;
+            i32::try_from(int(name, a, 1)?).map_err(|_| FfiError::value(format!("{name}: bad device type")))?;
         let device_id =
-            i32::try_from(int_arg(name, a, 2)?).map_err(|_| FfiError::value(format!("{name}: bad device id")))?;
+            i32::try_from(int(name, a, 2)?).map_err(|_| FfiError::value(format!("{name}: bad device id")))?;
         load(&dir, DLDevice { device_type, device_id })?;
         Ok(Any::none())
     });
-    add(b, "vm.builtin.tensor_cache.get", |a| Ok(Any::opt_object(get(&str_arg("vm.builtin.tensor_cache.get", a, 0)?))));
-    add(b, "vm.builtin.tensor_cache.update", |a| {
+    add_fn(b, "vm.builtin.tensor_cache.get", |a| {
+        Ok(Any::opt_object(get(&str_arg("vm.builtin.tensor_cache.get", a, 0)?)))
+    });
+    add_fn(b, "vm.builtin.tensor_cache.update", |a| {
         let name = "vm.builtin.tensor_cache.update";
         if !(a.len() == 2 || a.len() == 3) {
             return Err(FfiError::type_error(format!("{name} expects 2 or 3 arguments, got {}", a.len())));
@@ -310,9 +284,7 @@ pub fn register(b: &mut Builder) {
             ti::DLTENSOR_PTR if !a[1].obj_ptr().is_null() => {
                 // SAFETY: a DLTensor* argument points to a valid DLTensor for the call.
                 let src = unsafe { &*(a[1].obj_ptr() as *const DLTensor) };
-                let out = tensor::empty(crate::device::tensor_shape(src)?, src.dtype, src.device)?;
-                // SAFETY: a live tensor.
-                crate::ndarray::copy_tensor(src, unsafe { tensor::dltensor(out.as_ptr()) }, std::ptr::null_mut())?;
+                let out = super::vm::copy_tensor_to(src, src.device)?;
                 crate::device::api(src.device.device_type)?.stream_sync(src.device, std::ptr::null_mut())?;
                 out
             }
@@ -323,41 +295,32 @@ pub fn register(b: &mut Builder) {
                 )))
             }
         };
-        with_cache(|c| {
-            if !replace && c.contains_key(&key) {
-                return Err(FfiError::value(format!("Name {key} already exists in the cache")));
-            }
-            c.insert(key, t);
-            Ok(())
-        })?;
+        CACHE.insert(key, t, replace)?;
         Ok(Any::none())
     });
-    add(b, "vm.builtin.tensor_cache.remove", |a| {
-        let key = str_arg("vm.builtin.tensor_cache.remove", a, 0)?;
-        with_cache(|c| c.remove(&key));
+    add_fn(b, "vm.builtin.tensor_cache.remove", |a| {
+        CACHE.remove(&str_arg("vm.builtin.tensor_cache.remove", a, 0)?);
         Ok(Any::none())
     });
-    add(b, "vm.builtin.tensor_cache.clear", |_| {
-        // Dropped outside the lock: a tensor's deleter may run arbitrary code.
-        let old = CACHE.lock().take();
-        drop(old);
+    add_fn(b, "vm.builtin.tensor_cache.clear", |_| {
+        CACHE.clear();
         Ok(Any::none())
     });
-    add(b, "vm.builtin.param_module_from_cache", |a| {
+    add_fn(b, "vm.builtin.param_module_from_cache", |a| {
         let name = "vm.builtin.param_module_from_cache";
-        Ok(param_module(params(&str_arg(name, a, 0)?, int_arg(name, a, 1)?)?))
+        Ok(param_module(params(&str_arg(name, a, 0)?, int(name, a, 1)?)?))
     });
-    add(b, "vm.builtin.param_module_from_cache_by_name", |a| {
+    add_fn(b, "vm.builtin.param_module_from_cache_by_name", |a| {
         Ok(param_module(params_by_name(&names_of_array("vm.builtin.param_module_from_cache_by_name", a)?)?))
     });
-    add(b, "vm.builtin.param_array_from_cache", |a| {
+    add_fn(b, "vm.builtin.param_array_from_cache", |a| {
         let name = "vm.builtin.param_array_from_cache";
-        Ok(Any::object(make_array(params(&str_arg(name, a, 0)?, int_arg(name, a, 1)?)?)))
+        Ok(Any::object(make_array(params(&str_arg(name, a, 0)?, int(name, a, 1)?)?)))
     });
-    add(b, "vm.builtin.param_array_from_cache_by_name", |a| {
+    add_fn(b, "vm.builtin.param_array_from_cache_by_name", |a| {
         Ok(Any::object(make_array(params_by_name(&names_of_array("vm.builtin.param_array_from_cache_by_name", a)?)?)))
     });
-    add(b, "vm.builtin.param_array_from_cache_by_name_unpacked", |a| {
+    add_fn(b, "vm.builtin.param_array_from_cache_by_name_unpacked", |a| {
         let names = (0..a.len())
             .map(|i| {
                 str_arg("vm.builtin.param_array_from_cache_by_name_unpacked", a, i).map_err(|_| {

@@ -695,9 +695,8 @@ fn as_text_and_stats_read_as_tvm_prints_them() {
 /// Held by the tests that look into pools: `memory_manager.clear` empties every live pool.
 static POOLS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-#[test]
-fn dropping_a_machine_returns_its_pooled_blocks() {
-    let _pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
+/// A machine over an empty executable with a pooled allocator for the CPU.
+fn pooled_machine() -> super::vm::Runtime {
     let exe = Executable {
         magic: MAGIC_V2,
         dialect: Dialect::Ffi,
@@ -708,7 +707,13 @@ fn dropping_a_machine_returns_its_pooled_blocks() {
         instructions: vec![],
     };
     let cpu = crate::abi::DLDevice { device_type: crate::device::CPU, device_id: 0 };
-    let rt = super::vm::init(std::sync::Arc::new(exe), &[], &[], vec![(cpu, 2)]).unwrap();
+    super::vm::init(std::sync::Arc::new(exe), &[], &[], vec![(cpu, 2)]).unwrap()
+}
+
+#[test]
+fn dropping_a_machine_returns_its_pooled_blocks() {
+    let _pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
+    let rt = pooled_machine();
     let a = rt.allocators[0].clone();
     let (p, size) = a.alloc(100, 64, F32).unwrap();
     a.free(p, size, 64);
@@ -720,20 +725,7 @@ fn dropping_a_machine_returns_its_pooled_blocks() {
 #[test]
 fn memory_manager_clear_empties_every_live_pool() {
     let _pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
-    let exe = || Executable {
-        magic: MAGIC_V2,
-        dialect: Dialect::Ffi,
-        functions: vec![],
-        func_map: Default::default(),
-        memory_scopes: vec![],
-        constants: vec![],
-        instructions: vec![],
-    };
-    let cpu = crate::abi::DLDevice { device_type: crate::device::CPU, device_id: 0 };
-    let (r1, r2) = (
-        super::vm::init(std::sync::Arc::new(exe()), &[], &[], vec![(cpu, 2)]).unwrap(),
-        super::vm::init(std::sync::Arc::new(exe()), &[], &[], vec![(cpu, 2)]).unwrap(),
-    );
+    let (r1, r2) = (pooled_machine(), pooled_machine());
     let (a1, a2) = (r1.allocators[0].clone(), r2.allocators[0].clone());
     let (p, size) = a1.alloc(100, 64, F32).unwrap();
     let (kept, kept_size) = a1.alloc(5000, 64, F32).unwrap();
