@@ -8,7 +8,8 @@
 //!
 //! - [`vm`]: the interpreter, over tvm-ffi objects ([`objects`]: storage and closures);
 //! - [`builtins`]: the `vm.builtin.*` globals the compiler emits; [`kv_cache`] and [`sampling`]:
-//!   those TVM offers language models (`lm_support.cc`); [`tensor_cache`]: weights from a
+//!   those TVM offers language models (`lm_support.cc`); [`kv`]: the paged KV cache and the RNN
+//!   state of LLMs and state-space models (`vm.builtin.kv_state_*` & co.); [`tensor_cache`]: weights from a
 //!   `tensor-cache.json` folder; [`py_func`]: host functions for `R.call_py_func`;
 //! - [`vm_module`]: the `relax.VMExecutable` and `relax.VirtualMachine` modules and the loader
 //!   `ffi.Module.load_from_bytes.relax.VMExecutable` that `__tvm_ffi__library_bin` calls.
@@ -19,6 +20,7 @@ pub mod builtins;
 pub mod classic;
 pub mod executable;
 pub mod format;
+pub mod kv;
 pub mod kv_cache;
 pub mod objects;
 pub mod py_func;
@@ -32,6 +34,7 @@ pub mod vm_module;
 pub fn register(b: &mut crate::tvmffi::registry::Builder) {
     builtins::register(b);
     kv_cache::register(b);
+    kv::register(b);
     sampling::register(b);
     tensor_cache::register(b);
     py_func::register(b);
