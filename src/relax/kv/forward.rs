@@ -110,19 +110,18 @@ fn validate(pages: &Pages, cfg: &Config, ids: &[i64], lens: &[i64], tree: Option
     if ids.is_empty() {
         return Err(internal("BeginForward needs at least one sequence."));
     }
-    let mut total = 0i64;
     for (&id, &len) in ids.iter().zip(lens) {
         if len <= 0 {
             return Err(internal(format!("Append with length {len} is not allowed (sequence \"{id}\").")));
         }
-        total += len;
-        if total > cfg.prefill_chunk_size {
-            return Err(internal(format!(
-                "The forward appends {} tokens or more, more than the prefill chunk size {} of the KV cache.",
-                total, cfg.prefill_chunk_size
-            )));
-        }
         pages.seq(id)?;
+    }
+    let total = lens.iter().fold(0i64, |a, &l| a.saturating_add(l));
+    if total > cfg.prefill_chunk_size {
+        return Err(internal(format!(
+            "The forward appends {total} tokens, more than the prefill chunk size {} of the KV cache.",
+            cfg.prefill_chunk_size
+        )));
     }
     if ids.len() <= 32 {
         for (k, id) in ids.iter().enumerate() {
