@@ -31,6 +31,7 @@ EOF
 then
   "$venv/bin/pip" install -q "apache-tvm==0.27.0.post1" "apache-tvm-ffi==0.1.15.post2" numpy pytest
 fi
+"$venv/bin/python" -c "import xdist" 2>/dev/null || "$venv/bin/pip" install -q pytest-xdist
 # Models made at test time by TVM's own compilers: venvs with the untouched wheels (their own
 # libtvm_ffi.so), made once: v0.27 makes the exports with OpenCL kernels
 # (tests/python/relax/make_device_models.py) and the model zoo (make_zoo.py); v0.25, v0.26 and
@@ -42,11 +43,15 @@ ref_venv() { # VERSION FFI_VERSION DIR
     "$3/bin/pip" install -q "apache-tvm==$1" "apache-tvm-ffi==$2" numpy
   fi
 }
-make_models() { # PYTHON SCRIPT OUT
-  if [ ! -f "$3/.made" ] || [ "$2" -nt "$3/.made" ]; then
-    rm -rf "$3" && mkdir -p "$3"
-    "$1" "$2" "$3" >"$3.log" 2>&1 || { cat "$3.log" >&2; exit 1; }
-    touch "$3/.made"
+make_models() { # PYTHON SCRIPT OUT [FILES THE MODELS ALSO DEPEND ON...]
+  local py="$1" script="$2" out="$3" stale=0 dep
+  shift 3
+  [ -f "$out/.made" ] || stale=1
+  for dep in "$script" "$@"; do [ "$dep" -nt "$out/.made" ] && stale=1; done
+  if [ $stale = 1 ]; then
+    rm -rf "$out" && mkdir -p "$out"
+    "$py" "$script" "$out" >"$out.log" 2>&1 || { cat "$out.log" >&2; exit 1; }
+    touch "$out/.made"
   fi
 }
 models="$PWD/target/relax-models"
@@ -56,6 +61,11 @@ make_models "$ref/bin/python" tests/python/relax/make_device_models.py "$models/
 make_models "$ref/bin/python" tests/python/relax/make_zoo.py "$models/zoo"
 # TVM's own answers to the language-model builtins on fixed inputs (test_builtin_cases.py).
 make_models "$ref/bin/python" tests/python/relax/builtin_cases.py "$models/builtins"
+# LLMs (issue 31): the kernels of TVM's KV-cache and RNN-state tests (make_kv_kernels.py), and
+# MLC-style models with TVM's own answers to the serving scenario (make_llm_models.py).
+make_models "$ref/bin/python" tests/python/relax/make_kv_kernels.py "$models/kv-kernels"
+make_models "$ref/bin/python" tests/python/relax/make_llm_models.py "$models/llm" \
+  tests/python/relax/llm_model.py tests/python/relax/llm_scenario.py
 release_dirs=()
 for r in 0.25.0:0.1.12 0.26.0:0.1.15.post2 0.27.0.post1:0.1.15.post2; do
   v="${r%%:*}" rv="target/tvm${v%%.post*}-ref"
@@ -73,6 +83,7 @@ if [ -z "${TVM_CUDA_LIBRARY:-}" ] && [ -f target/release/libcudasim.so ]; then
 fi
 export RELAX_DEVICE_MODELS="$models/device" RELAX_ZOO="$models/zoo" RELAX_CUDA_MODELS="$models/cuda"
 export RELAX_BUILTIN_REFS="$models/builtins"
+export RELAX_KV_KERNELS="$models/kv-kernels" RELAX_LLM_MODELS="$models/llm"
 RELAX_RELEASE_MODELS="$(IFS=:; echo "${release_dirs[*]}")"
 export RELAX_RELEASE_MODELS
 py="$(scripts/tvm-ffi-venv.sh "$venv" "$lib")"
@@ -80,4 +91,6 @@ libdir="$venv/tvm-runtime-lib"
 mkdir -p "$libdir"
 ln -sfn "$lib" "$libdir/libtvm_runtime.so"
 export TVM_USE_RUNTIME_LIB=1 TVM_LIBRARY_PATH="$libdir"
-exec "$py" -m pytest -q -p no:cacheprovider tests/python/relax "$@"
+# TVM's KV-cache cases are kernel-bound and single-threaded: two workers.
+"$py" -m pytest -q -p no:cacheprovider -n 2 tests/python/relax/test_kv_cache_cases.py "$@"
+exec "$py" -m pytest -q -p no:cacheprovider tests/python/relax --ignore=tests/python/relax/test_kv_cache_cases.py "$@"

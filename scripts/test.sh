@@ -58,6 +58,8 @@ echo "== the Relax VM (issue 25): TVM v0.27's own Python, runtime-only, on this 
 echo "== the Relax VM through the tvm-ffi C ABI: examples/relax_vm.c on every v0.27 export"
 ./scripts/test-relax-c.sh
 SANITIZE=1 ./scripts/test-relax-c.sh  # ASan + LSan + UBSan: no leak per VM, module or call
+echo "== an LLM through the tvm-ffi C ABI: examples/llm_generate.c on llama_tiny (issue 31)"
+./scripts/test-llm-c.sh
 ./scripts/test-byoc.sh
 
 for flavour in plain asan; do
