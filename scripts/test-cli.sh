@@ -41,6 +41,15 @@ bash -euxo pipefail -c "$cmds"
 python3 -c "import json; d=json.load(open('build/demo/inspect.json')); assert d['graph']['inputs'][0]['name'] == 'data', d"
 ./target/tools/release/examples/run_model build/demo/demo_model.so 1,2,3,4 | grep "output 0 \[1, 3\]: 4.85 2.3 10.55"
 
+echo "== the LLM example of the Rust API (tvm_rt::llm) on llama_tiny"
+if [ -f ../shared/fixtures-llm/llama_tiny/expected.json ]; then
+  cargo run -p tvm-rt --example llm_generate --target-dir target/tools --quiet -- ../shared/fixtures-llm/llama_tiny |
+    grep "the tokens match expected.json"
+elif [ "${CI:-}" = true ]; then
+  echo "../shared/fixtures-llm/llama_tiny is missing (CI=true)" >&2
+  exit 1
+fi
+
 echo "== tvmrt installed by CMake"
 prefix="$PWD/build/install-cli"
 rm -rf "$prefix"

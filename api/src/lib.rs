@@ -115,6 +115,7 @@ mod device;
 mod function;
 mod graph;
 mod kind;
+pub mod llm;
 mod module;
 mod ndarray;
 pub mod relax;

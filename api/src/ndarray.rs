@@ -114,6 +114,15 @@ impl NDArray {
         self.0.shape()
     }
 
+    /// A view of the same memory with another shape of as many elements (as TVM's
+    /// `NDArray.CreateView`; writes through either are seen by both).
+    pub fn reshape(&self, shape: &[i64]) -> Result<NDArray> {
+        if numel(shape)? != self.len() {
+            return Err(Error::value(format!("cannot view an array of shape {:?} as {shape:?}", self.shape())));
+        }
+        self.0.create_view(shape, self.0.dtype()).map(NDArray)
+    }
+
     /// The number of dimensions.
     pub fn ndim(&self) -> usize {
         self.0.shape().len()

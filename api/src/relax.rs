@@ -69,7 +69,7 @@ use tvm_runtime::tvmffi::{function, module, registry, ti, types, FfiError};
 pub const LIBRARY_BIN_SYMBOL: &str = "__tvm_ffi__library_bin";
 
 /// A tvm-ffi error as this API's error: its kind and message.
-fn ffi_err(e: FfiError) -> Error {
+pub(crate) fn ffi_err(e: FfiError) -> Error {
     Error::from_foreign(format!("{}: {}", e.kind(), e.message()))
 }
 
@@ -518,6 +518,22 @@ impl RelaxVm {
     /// The module it runs.
     pub fn module(&self) -> &RelaxModule {
         &self.module
+    }
+
+    /// Calls Relax function `name` with tvm-ffi values (objects such as a KV cache or a tuple of
+    /// weights, shapes, tensors); its raw result. Used by [`crate::llm`].
+    pub(crate) fn call_raw(&mut self, name: &str, args: &[Any]) -> Result<Any> {
+        let f = match self.funcs.get(name) {
+            Some(f) => f.clone(),
+            None => {
+                let f = module::get_function(&self.vm, name, false)
+                    .map_err(ffi_err)?
+                    .ok_or_else(|| Error::key(format!("the model has no function {name}")))?;
+                self.funcs.insert(name.to_owned(), f.clone());
+                f
+            }
+        };
+        function::call_any(&f, args).map_err(ffi_err)
     }
 
     /// Calls Relax function `name` with `inputs` (one per parameter, in order); its result.
