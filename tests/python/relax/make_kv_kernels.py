@@ -12,6 +12,8 @@ the same kernels are built once and exported, so that the cases run runtime-only
   kernels of `tvm.relax.frontend.nn.llm.kv_cache` the test passes to
   `vm.builtin.paged_attention_kv_cache_create`, built as the test builds them (the default dlight
   schedule under the `llvm` target, `tvm.tirx.build`), one function each, named below;
+- `kv_64_float32_w1024_q8k4.so`: the same kernels for 8 query heads over 4 KV heads (the
+  stand-in backend tests, test_kv_cache_backends.py);
 - `rnn.so`: the get/set kernels of an RNN state of two states, `(16, 16)` float16 and `(32, 32)`
   float32, 4 sequences and 4 history slots (TVM's test builds them for CUDA; these are our TIR
   of the same functions, for `llvm`, with no GPU schedule).
@@ -41,6 +43,9 @@ from tvm.script import tirx as T
 NUM_LAYERS, NUM_QO_HEADS, NUM_KV_HEADS, PAGE_SIZE = 4, 32, 4, 16
 ROPE_SCALE, ROPE_THETA, ROPE_SCALING = 1.0, 1e4, {}
 CONFIGS = [(64, "float32", 1024), (128, "float32", 1024), (64, "float16", 1024), (128, "float16", 1024), (64, "float32", 3)]
+# For test_kv_cache_backends.py: 8 query heads over 4 KV heads (a GQA group below 4, where
+# FlashInfer's decode kernel is used), head dim 64, float32.
+SMALL = (64, "float32", 1024, 8, 4)
 NAMES = [
     "transpose_append",
     "debug_get_kv",
@@ -58,8 +63,7 @@ NAMES = [
 ]
 
 
-def kv_kernels(head_dim, dtype, window):
-    kv, qo = NUM_KV_HEADS, NUM_QO_HEADS
+def kv_kernels(head_dim, dtype, window, qo=NUM_QO_HEADS, kv=NUM_KV_HEADS):
     return [
         _kv_cache_transpose_append(kv, head_dim, dtype),
         _kv_cache_debug_get_kv(NUM_LAYERS, kv, head_dim, dtype),
@@ -122,6 +126,9 @@ def main(out):
         export(kv_kernels(head_dim, dtype, window), NAMES, os.path.join(out, name))
         made.append(name)
         print("made", name, flush=True)
+    d, dt, w, qo, kv = SMALL
+    export(kv_kernels(d, dt, w, qo, kv), NAMES, os.path.join(out, f"kv_{d}_{dt}_w{w}_q{qo}k{kv}.so"))
+    made.append(f"kv_{d}_{dt}_w{w}_q{qo}k{kv}.so")
     states = [((16, 16), "float16"), ((32, 32), "float32")]
     funcs, names = [], []
     for k, (shape, dtype) in enumerate(states):
