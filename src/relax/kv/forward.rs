@@ -92,6 +92,19 @@ pub(crate) struct Batch {
     pub append_position_map: Vec<i32>,
     /// `cur_append_lengths_indptr`.
     pub append_indptr: Vec<i32>,
+    /// Scratch space of `begin`, kept to spare allocations on every step.
+    scratch: Scratch,
+}
+
+#[derive(Default)]
+struct Scratch {
+    last_len_before: Vec<i32>,
+    last_blocks: Vec<i32>,
+    trace: Vec<i32>,
+    on_depth: [Vec<i32>; MAX_DEPTH],
+    trailing: Vec<Vec<i32>>,
+    chunks: [Vec<(i32, i32)>; MAX_DEPTH],
+    runs: Vec<(i32, i32)>,
 }
 
 /// Checks a forward pass against the cache without changing anything: every sequence there
@@ -181,17 +194,16 @@ fn validate(pages: &Pages, cfg: &Config, ids: &[i64], lens: &[i64], tree: Option
             }
         }
     }
-    let mut plans = Vec::with_capacity(ids.len());
-    for (&id, &len) in ids.iter().zip(lens) {
-        let seq = &pages.seqs[&id];
-        plans.push(pages.plan_reserve(seq, seq.seq_length + len as i32, len as i32)?);
-    }
-    pages.check_pages(plans.into_iter())
+    pages.check_pages(ids.iter().zip(lens).map(|(id, &len)| {
+        let seq = &pages.seqs[id];
+        pages.plan_reserve(seq, seq.seq_length + len as i32, len as i32)
+    }))
 }
 
 /// `GetChunkedBlockIds`: the (block, query count) runs of one depth, adjacent queries on one
 /// block coalesced unless the batch is a decode whose coalescing would not pay, and whether the
 /// depth uses the decode kernel.
+#[allow(clippy::too_many_arguments, reason = "TVM's inputs and two reused buffers")]
 fn chunk(
     blocks: &[i32],
     lens: &[i32],
@@ -199,11 +211,12 @@ fn chunk(
     pages: &Pages,
     is_decode: bool,
     out: &mut Vec<(i32, i32)>,
+    runs: &mut Vec<(i32, i32)>,
 ) -> bool {
     let npages = |b: i32| if b == -1 { 0 } else { pages.block(b).page_ids.len() as i64 };
     let uncoalesced: i64 = blocks.iter().map(|&b| npages(b)).sum();
     let mut coalesced_pages = 0i64;
-    let mut runs: Vec<(i32, i32)> = Vec::with_capacity(blocks.len());
+    runs.clear();
     for (&b, &len) in blocks.iter().zip(lens) {
         match runs.last_mut() {
             Some(last) if last.0 == b => last.1 += len,
@@ -219,7 +232,7 @@ fn chunk(
     if use_decode || !coalesce {
         out.extend(blocks.iter().copied().zip(lens.iter().copied()));
     } else {
-        out.extend(runs);
+        out.extend_from_slice(runs);
     }
     use_decode
 }
@@ -267,41 +280,53 @@ pub(crate) fn begin(
     }
 
     // The sequences grow by their append lengths.
+    let mut sc = std::mem::take(&mut b.scratch);
+    let Scratch { last_len_before, last_blocks, trace, on_depth, trailing, chunks, runs } = &mut sc;
     b.k_ragged_rope_pos_offset.clear();
     b.is_decode = true;
-    let mut last_len_before = Vec::with_capacity(n);
-    let mut last_blocks = Vec::with_capacity(n);
+    last_len_before.clear();
+    last_blocks.clear();
     for (&id, &len) in ids.iter().zip(&b.lens) {
-        let (seq_last, seq_len, uncommitted) = {
-            let s = &pages.seqs[&id];
-            (s.last_block, s.seq_length, if s.committed { 0 } else { s.tree_parent.len() as i32 })
-        };
-        last_len_before.push(pages.block(seq_last).seq_length);
-        last_blocks.push(seq_last);
-        b.k_ragged_rope_pos_offset.push(seq_len - uncommitted);
-        pages.seqs.get_mut(&id).ok_or_else(|| missing(id))?.seq_length += len;
+        let s = pages.seqs.get_mut(&id).ok_or_else(|| missing(id))?;
+        let uncommitted = if s.committed { 0 } else { s.tree_parent.len() as i32 };
+        b.k_ragged_rope_pos_offset.push(s.seq_length - uncommitted);
+        s.seq_length += len;
+        last_blocks.push(s.last_block);
         if len != 1 {
             b.is_decode = false;
         }
     }
+    last_len_before.extend(last_blocks.iter().map(|&lb| pages.block(lb).seq_length));
 
     // `GetBlockIdsOnDepth`.
-    let mut on_depth: [Vec<i32>; MAX_DEPTH] = Default::default();
-    let mut trailing: Vec<Vec<i32>> = Vec::with_capacity(n);
     let mut num_depths = 0usize;
-    for &id in ids {
-        let trace = pages.trace(&pages.seqs[&id]);
+    for blocks in on_depth.iter_mut() {
+        blocks.clear();
+    }
+    let mut deep = false;
+    for (i, &id) in ids.iter().enumerate() {
+        pages.trace_into(&pages.seqs[&id], trace);
         num_depths = num_depths.max(trace.len().min(MAX_DEPTH));
         for (d, blocks) in on_depth.iter_mut().enumerate() {
             blocks.push(trace.get(d).copied().unwrap_or(-1));
         }
-        trailing.push(if trace.len() > MAX_DEPTH { trace[MAX_DEPTH..].to_vec() } else { Vec::new() });
+        if trace.len() > MAX_DEPTH {
+            if !deep {
+                trailing.clear();
+                trailing.resize(n, Vec::new());
+                deep = true;
+            }
+            trailing[i] = trace[MAX_DEPTH..].to_vec();
+        }
+    }
+    if !deep {
+        trailing.clear();
+        trailing.resize(n, Vec::new());
     }
     b.num_depths = num_depths;
-    let mut chunks: [Vec<(i32, i32)>; MAX_DEPTH] = Default::default();
     b.use_decode.clear();
     for d in 0..num_depths {
-        let dec = chunk(&on_depth[d], &b.lens, d != MAX_DEPTH - 1, pages, b.is_decode, &mut chunks[d]);
+        let dec = chunk(&on_depth[d], &b.lens, d != MAX_DEPTH - 1, pages, b.is_decode, &mut chunks[d], runs);
         b.use_decode.push(dec);
     }
     if num_depths == MAX_DEPTH && chunks[MAX_DEPTH - 1].len() != n {
@@ -316,7 +341,7 @@ pub(crate) fn begin(
     }
 
     match tree {
-        Some(tree) => tree_mask(pages, b, ids, tree, &on_depth, &trailing, &last_blocks),
+        Some(tree) => tree_mask(pages, b, ids, tree, on_depth, trailing, last_blocks),
         None => {
             for id in ids {
                 let s = pages.seqs.get_mut(id).expect("validated");
@@ -422,6 +447,7 @@ pub(crate) fn begin(
             });
         }
     }
+    b.scratch = sc;
     Ok(())
 }
 

@@ -12,7 +12,7 @@
 
 use super::internal;
 use crate::tvmffi::FfiResult;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 /// The page id a sliding-window sequence borrows until the slide frees a real page.
 pub(crate) const TEMP_PAGE: i32 = -1;
@@ -136,7 +136,7 @@ impl Pages {
             free_pages: Vec::with_capacity(num_total_pages as usize),
             blocks: Vec::new(),
             free_blocks: Vec::new(),
-            seqs: HashMap::new(),
+            seqs: HashMap::default(),
         };
         p.clear();
         p
@@ -183,13 +183,19 @@ impl Pages {
     /// The blocks of a sequence from its root to its last block.
     pub fn trace(&self, seq: &Sequence) -> Vec<i32> {
         let mut t = Vec::with_capacity(4);
+        self.trace_into(seq, &mut t);
+        t
+    }
+
+    /// [`Pages::trace`] into `t` (cleared first).
+    pub fn trace_into(&self, seq: &Sequence, t: &mut Vec<i32>) {
+        t.clear();
         let mut b = seq.last_block;
         while b != -1 {
             t.push(b);
             b = self.block(b).parent;
         }
         t.reverse();
-        t
     }
 
     /// The storage slot of every token of a sequence, in order.
@@ -518,7 +524,7 @@ impl Pages {
     /// `id`, then the window's slide. [`Pages::plan_reserve`] said it fits.
     pub fn reserve(&mut self, id: i64, len: i32) -> FfiResult<()> {
         let ps = self.page_size;
-        let seq = self.seqs.get(&id).ok_or_else(|| missing(id))?.clone();
+        let seq = self.seqs.get(&id).ok_or_else(|| missing(id))?;
         let bi = seq.last_block;
         let borrow = seq.sliding_window_size != -1 && self.sliding;
         let (cur, tgt) = {
@@ -571,11 +577,12 @@ impl Pages {
         Ok(())
     }
 
-    /// Checks that the pages `plan` asks for (in batch order) are there.
-    pub fn check_pages(&self, plans: impl Iterator<Item = Reserve>) -> FfiResult<()> {
+    /// Checks that the pages the reservations ask for (in batch order) are there.
+    pub fn check_pages(&self, plans: impl Iterator<Item = FfiResult<Reserve>>) -> FfiResult<()> {
         let mut free = self.free_pages.len() as i64;
         let mut need = 0i64;
         for r in plans {
+            let r = r?;
             free -= r.net_pages;
             need += r.net_pages.max(0);
             if free < 0 {

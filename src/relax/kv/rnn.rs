@@ -12,7 +12,7 @@ use crate::tvmffi::containers::array::seq_items;
 use crate::tvmffi::object::{make_object, ObjectRef};
 use crate::tvmffi::registry::Builder;
 use crate::tvmffi::{tensor as ten, ti, types, FfiError, FfiResult};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::OnceLock;
 
 /// `relax.vm.RNNStateImp`.
@@ -359,7 +359,7 @@ fn create(a: Args) -> FfiResult<Any> {
         gets,
         sets,
         free_slots: (0..reserved).rev().collect(),
-        seqs: HashMap::new(),
+        seqs: HashMap::default(),
         cur_ids: Vec::new(),
         cur_lens: Vec::new(),
         dirty: false,
