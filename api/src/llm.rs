@@ -201,9 +201,15 @@ impl LlmModel {
     pub fn new(module: &RelaxModule, device: Device, params_dir: &str, names: &[String]) -> Result<LlmModel> {
         let vm = RelaxVm::new(module, &[device])?;
         let dev = [Any::int(i64::from(device.device_type())), Any::int(i64::from(device.id()))];
-        call("vm.builtin.tensor_cache.load", &[Any::string(params_dir), dev[0].clone(), dev[1].clone()])?;
         let names = array::make_array(names.iter().map(|n| Any::string(n)).collect());
-        let params = call("vm.builtin.param_array_from_cache_by_name", &[Any::object(names)])?;
+        // The cache is process-wide: loading and taking the weights must not interleave with
+        // another model's (threads making models at once).
+        static CACHE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let params = {
+            let _g = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+            call("vm.builtin.tensor_cache.load", &[Any::string(params_dir), dev[0].clone(), dev[1].clone()])?;
+            call("vm.builtin.param_array_from_cache_by_name", &[Any::object(names)])?
+        };
         for f in ["embed", "prefill", "decode", "batch_prefill", "batch_decode", "create_tir_paged_kv_cache"] {
             if module.function(f).is_none() {
                 return Err(Error::key(format!("the model library has no function {f} (not an MLC-style LLM)")));

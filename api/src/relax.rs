@@ -398,6 +398,40 @@ pub enum Output {
     None,
 }
 
+/// An argument of [`call_global`].
+#[derive(Clone, Copy, Debug)]
+pub enum Arg<'a> {
+    /// A tensor (passed without copying).
+    Tensor(&'a NDArray),
+    /// An integer.
+    Int(i64),
+    /// A float.
+    Float(f64),
+    /// A string.
+    Str(&'a str),
+    /// A shape.
+    Shape(&'a [i64]),
+}
+
+/// Calls a global function of the runtime's tvm-ffi registry (the Relax VM's `vm.builtin.*`,
+/// `runtime.*`, ...) with `args`; its result.
+pub fn call_global(name: &str, args: &[Arg]) -> Result<Output> {
+    let f = registry::get(name).ok_or_else(|| Error::key(format!("no global function {name}")))?;
+    let args = args
+        .iter()
+        .map(|a| {
+            Ok(match *a {
+                Arg::Tensor(t) => Any::object(classic::from_classic(&t.0).map_err(ffi_err)?),
+                Arg::Int(x) => Any::int(x),
+                Arg::Float(x) => Any::float(x),
+                Arg::Str(s) => Any::string(s),
+                Arg::Shape(d) => Any::object(shape::make_shape(d)),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Output::from_any(function::call_any(&f, &args).map_err(ffi_err)?)
+}
+
 impl Output {
     fn from_any(v: Any) -> Result<Output> {
         Ok(match v.type_index() {

@@ -132,7 +132,8 @@ fn sort_desc(v: &mut Vec<(f32, i64)>) {
 
 /// `SampleTopPFromLogits`: softmax at `temperature` (argmax below 1e-6), then the token whose
 /// cumulative probability, among the most likely ones that first reach `top_p`, passes `u`.
-fn top_p_from_logits(logits: &[f32], temperature: f64, top_p: f64, u: f64) -> FfiResult<i64> {
+/// (Public for host-side samplers that must draw as the builtin does, such as an LLM engine's.)
+pub fn top_p_from_logits(logits: &[f32], temperature: f64, top_p: f64, u: f64) -> FfiResult<i64> {
     let mut data: Vec<(f32, i64)> = logits.iter().enumerate().map(|(i, &x)| (x, i as i64)).collect();
     sort_desc(&mut data);
     if temperature < f64::from(1e-6f32) {
@@ -167,7 +168,7 @@ fn top_p_from_logits(logits: &[f32], temperature: f64, top_p: f64, u: f64) -> Ff
 
 /// `SampleTopPFromProb`: as above over probabilities, first among those at least
 /// `top_p / 1024` (enough whenever they reach `top_p`), else over all of them.
-fn top_p_from_prob(prob: &[f32], top_p: f64, u: f64) -> FfiResult<i64> {
+pub fn top_p_from_prob(prob: &[f32], top_p: f64, u: f64) -> FfiResult<i64> {
     let with_cutoff = |cutoff: f32| -> Option<i64> {
         let mut data: Vec<(f32, i64)> =
             prob.iter().enumerate().filter(|(_, &p)| p >= cutoff).map(|(i, &p)| (p, i as i64)).collect();
@@ -209,7 +210,7 @@ fn top_p_from_prob(prob: &[f32], top_p: f64, u: f64) -> FfiResult<i64> {
 
 /// `ApplySoftmaxWithTemperature` on one row, in place (TVM's online softmax, its running
 /// maximum starting at `FLT_MIN`).
-fn softmax_with_temperature(row: &mut [f32], temperature: f64) {
+pub fn softmax_with_temperature(row: &mut [f32], temperature: f64) {
     let inv = (1.0 / temperature) as f32;
     let mut m = f32::MIN_POSITIVE;
     let mut d = 0f64;
@@ -222,6 +223,29 @@ fn softmax_with_temperature(row: &mut [f32], temperature: f64) {
     for l in row.iter_mut() {
         let x = *l * inv;
         *l = (f64::from((x - m).exp()) / d) as f32;
+    }
+}
+
+/// `ApplyRepetitionPenalty` on logits: each of `tokens` divided by `penalty` when positive,
+/// multiplied when not (TVM's double-precision step).
+pub fn repetition_penalty(logits: &mut [f32], tokens: &[usize], penalty: f64) {
+    for &s in tokens {
+        let x = f64::from(logits[s]);
+        logits[s] = if logits[s] <= 0.0 { x * penalty } else { x / penalty } as f32;
+    }
+}
+
+/// `ApplyPresenceAndFrequencyPenalty` on logits: each of `tokens` (seen `counts[i]` times)
+/// lowered by `counts[i] * frequency + presence`.
+pub fn presence_and_frequency_penalty(
+    logits: &mut [f32],
+    tokens: &[usize],
+    counts: &[i32],
+    presence: f64,
+    frequency: f64,
+) {
+    for (&s, &n) in tokens.iter().zip(counts) {
+        logits[s] = (f64::from(logits[s]) - (f64::from(n) * frequency + presence)) as f32;
     }
 }
 
@@ -286,11 +310,7 @@ pub fn register(b: &mut Builder) {
         let ids = tensor_arg(name, a, 1, "token_ids", I32, false)?;
         let penalty = float(name, a, 2)?;
         let slots = token_slots(name, &ids, logits.numel())?;
-        let l = logits.data_mut::<f32>();
-        for s in slots {
-            let x = f64::from(l[s]);
-            l[s] = if l[s] <= 0.0 { x * penalty } else { x / penalty } as f32;
-        }
+        repetition_penalty(logits.data_mut::<f32>(), &slots, penalty);
         Ok(Any::none())
     });
     add_fn(b, "vm.builtin.apply_presence_and_frequency_penalty", |a| {
@@ -304,10 +324,7 @@ pub fn register(b: &mut Builder) {
         if f.len() < slots.len() {
             return Err(FfiError::value(format!("{name}: {} token ids but {} frequencies", slots.len(), f.len())));
         }
-        let l = logits.data_mut::<f32>();
-        for (s, &n) in slots.into_iter().zip(f) {
-            l[s] = (f64::from(l[s]) - (f64::from(n) * frequency + presence)) as f32;
-        }
+        presence_and_frequency_penalty(logits.data_mut::<f32>(), &slots, &f[..slots.len()], presence, frequency);
         Ok(Any::none())
     });
     add_fn(b, "vm.builtin.apply_softmax_with_temperature", |a| {

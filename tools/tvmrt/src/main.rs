@@ -10,6 +10,7 @@ mod bench;
 mod common;
 mod fail;
 mod inspect;
+mod llm;
 mod model;
 mod npy;
 mod relax;
@@ -38,6 +39,10 @@ enum Command {
     Bench(bench::Args),
     /// Serve TVM's RPC protocol (TVM's apps/cpp_rpc): clients upload, load and run modules here.
     RpcServer(rpc_server::Args),
+    /// Generate text with an LLM (an MLC-LLM model directory and its model library).
+    Generate(llm::GenerateArgs),
+    /// Serve an LLM over the OpenAI HTTP API (/v1/completions, /v1/chat/completions, ...).
+    Serve(llm::ServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -52,7 +57,7 @@ fn main() -> ExitCode {
         eprintln!("tvmrt: internal error: {}{at}", msg.split_whitespace().collect::<Vec<_>>().join(" "));
     }));
     let cli = Cli::parse();
-    if !matches!(cli.command, Command::RpcServer(_)) {
+    if !matches!(cli.command, Command::RpcServer(_) | Command::Serve(_)) {
         // Output into a closed pipe (`tvmrt inspect m.so | head -1`) ends the process quietly,
         // as it does other Unix tools (Rust ignores SIGPIPE, which makes every print fail).
         // The server keeps ignoring it: a client going away must not end it.
@@ -66,6 +71,8 @@ fn main() -> ExitCode {
         Command::Run(a) => run::main(a),
         Command::Bench(a) => bench::main(a),
         Command::RpcServer(a) => rpc_server::main(a),
+        Command::Generate(a) => llm::generate(a),
+        Command::Serve(a) => llm::serve(a),
     });
     match result {
         Ok(Ok(())) => ExitCode::SUCCESS,
