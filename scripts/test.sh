@@ -60,6 +60,8 @@ echo "== the Relax VM through the tvm-ffi C ABI: examples/relax_vm.c on every v0
 SANITIZE=1 ./scripts/test-relax-c.sh  # ASan + LSan + UBSan: no leak per VM, module or call
 echo "== an LLM through the tvm-ffi C ABI: examples/llm_generate.c on llama_tiny (issue 31)"
 ./scripts/test-llm-c.sh
+echo "== the LLM engine, tvmrt generate and tvmrt serve under the openai client (issue 32)"
+./scripts/test-llm-engine.sh
 ./scripts/test-byoc.sh
 
 for flavour in plain asan; do

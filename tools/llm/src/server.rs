@@ -5,7 +5,8 @@
 //! A bad request (malformed or oversized JSON, a wrong type or range, an unknown model, a prompt
 //! over the context window) gets 4xx with OpenAI's error body (`{"error": {"message", "type",
 //! "param", "code"}}`); fields this server does not know are ignored, as vLLM and MLC's server
-//! do. A client that goes away mid-stream cancels its request (its pages are freed); Ctrl-C
+//! do; `return_token_ids: true` (an extension) adds each choice's (or chunk's) generated token ids
+//! as `token_ids`. A client that goes away mid-stream cancels its request (its pages are freed); Ctrl-C
 //! stops accepting, lets the running requests finish, then stops.
 
 use crate::conversation::Message;
@@ -405,10 +406,11 @@ async fn handle(s: Shared, body: Result<Bytes, BytesRejection>, api: Api) -> Res
         if api == Api::Completions && f.bool("echo")?.unwrap_or(false) {
             return Err(ApiError::bad("echo is not supported", Some("echo")));
         }
+        let want_ids = f.bool("return_token_ids")?.unwrap_or(false);
         let h = s.engine.submit(req)?;
-        Ok((h, stream, usage_in_stream))
+        Ok((h, stream, usage_in_stream, want_ids))
     })();
-    let (mut h, stream, usage_in_stream) = match res {
+    let (mut h, stream, usage_in_stream, want_ids) = match res {
         Ok(x) => x,
         Err(e) => {
             s.engine.metrics().rejected.fetch_add(1, Ordering::Relaxed);
@@ -419,12 +421,13 @@ async fn handle(s: Shared, body: Result<Bytes, BytesRejection>, api: Api) -> Res
     let model = s.engine.info().model.name.clone();
     let created = now();
     if !stream {
-        let (mut text, mut lps) = (String::new(), Vec::new());
+        let (mut text, mut lps, mut ids) = (String::new(), Vec::new(), Vec::new());
         loop {
             match h.recv().await {
-                Some(Event::Delta { text: t, logprobs, .. }) => {
+                Some(Event::Delta { text: t, logprobs, tokens }) => {
                     text.push_str(&t);
                     lps.extend(logprobs);
+                    ids.extend(tokens);
                 }
                 Some(Event::Done(f)) => {
                     let want_lp = !lps.is_empty();
@@ -437,6 +440,10 @@ async fn handle(s: Shared, body: Result<Bytes, BytesRejection>, api: Api) -> Res
                                "logprobs": if want_lp { completion_logprobs(&s, &lps, 0) } else { Value::Null },
                                "finish_reason": f.reason.as_str()})
                     };
+                    let mut choice = choice;
+                    if want_ids {
+                        choice["token_ids"] = json!(ids);
+                    }
                     let object = if api == Api::Chat { "chat.completion" } else { "text_completion" };
                     let body = json!({"id": id, "object": object, "created": created, "model": model,
                                       "choices": [choice], "usage": usage(&f)});
@@ -481,7 +488,7 @@ async fn handle(s: Shared, body: Result<Bytes, BytesRejection>, api: Api) -> Res
                 None => break,
             };
             let msg = match ev {
-                Event::Delta { text, logprobs, .. } => {
+                Event::Delta { text, logprobs, tokens } => {
                     let lp = if logprobs.is_empty() {
                         Value::Null
                     } else if api == Api::Chat {
@@ -490,11 +497,14 @@ async fn handle(s: Shared, body: Result<Bytes, BytesRejection>, api: Api) -> Res
                         completion_logprobs(&s2, &logprobs, offset)
                     };
                     offset += text.len();
-                    let choice = if api == Api::Chat {
+                    let mut choice = if api == Api::Chat {
                         json!({"index": 0, "delta": {"content": text}, "logprobs": lp, "finish_reason": Value::Null})
                     } else {
                         json!({"index": 0, "text": text, "logprobs": lp, "finish_reason": Value::Null})
                     };
+                    if want_ids {
+                        choice["token_ids"] = json!(tokens);
+                    }
                     chunk(choice, None)
                 }
                 Event::Done(f) => {
