@@ -46,8 +46,28 @@ fn global(name: &str) -> Result<ObjectRef> {
     registry::get(name).ok_or_else(|| Error::key(format!("the runtime has no global {name}")))
 }
 
+/// The globals of the per-step path, looked up once (the registry's map is not on that path).
+struct Hot {
+    begin_forward: ObjectRef,
+    end_forward: ObjectRef,
+}
+
+fn hot() -> Result<&'static Hot> {
+    static H: std::sync::OnceLock<Hot> = std::sync::OnceLock::new();
+    if let Some(h) = H.get() {
+        return Ok(h);
+    }
+    let h = Hot { begin_forward: global("vm.builtin.kv_state_begin_forward")?, end_forward: global("vm.builtin.kv_state_end_forward")? };
+    Ok(H.get_or_init(|| h))
+}
+
 fn call(name: &str, args: &[Any]) -> Result<Any> {
-    function::call_any(&global(name)?, args).map_err(ffi_err)
+    let f = match name {
+        "vm.builtin.kv_state_begin_forward" => hot()?.begin_forward.clone(),
+        "vm.builtin.kv_state_end_forward" => hot()?.end_forward.clone(),
+        _ => global(name)?,
+    };
+    function::call_any(&f, args).map_err(ffi_err)
 }
 
 fn shape_any(dims: &[i64]) -> Any {

@@ -1,12 +1,14 @@
-"""Makes an MLC-style model directory from ../shared/fixtures-llm/llama_tiny for the engine's
-tests (run with the `tokenizers` package from PyPI):
+"""Makes an MLC-style model directory from ../shared/fixtures-llm/llama_tiny (or a model of
+tests/python/relax/llm_model.py: the same config.json, lib.so and params/) for the engine's tests
+and benches (run with the `tokenizers` package from PyPI):
 
-    python make_model_dir.py FIXTURE_DIR OUT_DIR
+    python make_model_dir.py FIXTURE_DIR OUT_DIR [CONTEXT_WINDOW PREFILL_CHUNK]
 
 OUT/params (the tensor cache, copied), OUT/lib.so (the model library, copied: MLC ships it
 beside the directory, given with --model-lib), OUT/tokenizer.json (a byte-level BPE tokenizer of
-256 tokens, one per byte, made with `tokenizers`: token i is byte i), OUT/mlc-chat-config.json
-(the model's sizes, a context window of 256, prefill chunks of 64, EOS token 0 (which the
+256 tokens, one per byte, made with `tokenizers`: token i is byte i; a larger vocabulary gets
+tokens `<extra_k>` after them), OUT/mlc-chat-config.json (the model's sizes, a context window of
+256 and prefill chunks of 64 unless given, EOS token 0 (which the
 fixture's greedy sequences never produce), a small conversation template) and OUT/expected.json.
 """
 
@@ -30,26 +32,31 @@ def bytes_to_unicode():
     return dict(zip(bs, map(chr, cs)))
 
 
-def main(fixture, out):
+def main(fixture, out, context=256, chunk=64):
     shutil.rmtree(out, ignore_errors=True)
     shutil.copytree(f"{fixture}/params", f"{out}/params")
     shutil.copy(f"{fixture}/lib.so", f"{out}/lib.so")
-    shutil.copy(f"{fixture}/expected.json", f"{out}/expected.json")
+    try:
+        shutil.copy(f"{fixture}/expected.json", f"{out}/expected.json")
+    except FileNotFoundError:
+        pass
     cfg = json.load(open(f"{fixture}/config.json"))
     b2u = bytes_to_unicode()
-    tok = Tokenizer(models.BPE(vocab={b2u[b]: b for b in range(256)}, merges=[]))
+    vocab = {b2u[b]: b for b in range(256)}
+    vocab.update({f"<extra_{k}>": k for k in range(256, cfg["vocab"])})
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     tok.decoder = decoders.ByteLevel()
     tok.save(f"{out}/tokenizer.json")
     assert tok.encode("Hi!").ids == [72, 105, 33], tok.encode("Hi!").ids
     chat = {
-        "model_type": "llama_tiny",
+        "model_type": cfg.get("name", "llama_tiny"),
         "quantization": "q0f32",
         "model_config": {"hidden_size": cfg["hidden"], "num_hidden_layers": cfg["layers"]},
         "vocab_size": cfg["vocab"],
-        "context_window_size": 256,
+        "context_window_size": int(context),
         "sliding_window_size": -1,
-        "prefill_chunk_size": 64,
+        "prefill_chunk_size": int(chunk),
         "attention_sink_size": -1,
         "tensor_parallel_shards": 1,
         "temperature": 0.7,
@@ -78,4 +85,4 @@ def main(fixture, out):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(*sys.argv[1:])

@@ -30,6 +30,14 @@ pub struct Metrics {
     pub pages_in_use: AtomicU64,
     /// KV cache pages.
     pub total_pages: AtomicU64,
+    /// Decode steps run.
+    pub decode_steps: AtomicU64,
+    /// Time of the decode steps, whole (ns).
+    pub decode_step_ns: AtomicU64,
+    /// Of which in the model's `batch_decode` call (ns).
+    pub decode_call_ns: AtomicU64,
+    /// Time in the model's prefill calls (ns).
+    pub prefill_call_ns: AtomicU64,
     ttft_buckets: [AtomicU64; TTFT_BUCKETS.len()],
     ttft_count: AtomicU64,
     ttft_sum_us: AtomicU64,

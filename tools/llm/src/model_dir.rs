@@ -93,6 +93,8 @@ pub struct ModelDir {
     pub param_names: Vec<String>,
     /// Tokens that end generation (EOS and the template's stop tokens).
     pub stop_token_ids: Vec<u32>,
+    /// The bytes of each token, for byte-level tokenizers (fast incremental detokenization).
+    pub byte_table: Option<std::sync::Arc<crate::text::ByteTable>>,
 }
 
 fn read_json(path: &Path) -> Result<serde_json::Value, Error> {
@@ -161,7 +163,8 @@ impl ModelDir {
             .filter(|s| !s.is_empty())
             .or_else(|| dir.file_name().map(|s| s.to_string_lossy().into_owned()))
             .unwrap_or_else(|| "model".into());
-        Ok(ModelDir { dir, model_lib, name, config, tokenizer, params_dir, param_names, stop_token_ids })
+        let byte_table = crate::text::ByteTable::of(&tokenizer).map(std::sync::Arc::new);
+        Ok(ModelDir { dir, model_lib, name, config, tokenizer, params_dir, param_names, stop_token_ids, byte_table })
     }
 }
 

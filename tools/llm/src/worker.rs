@@ -171,7 +171,10 @@ impl Worker {
                 last: 0,
                 pages: need,
                 sampler: Sampler::new(p.req.sampling.seed),
-                detok: Detokenizer::new(&stops),
+                detok: match &self.info.model.byte_table {
+                    Some(t) => Detokenizer::with_bytes(&stops, Arc::clone(t)),
+                    None => Detokenizer::new(&stops),
+                },
                 first_token: None,
                 prefill_time: Duration::ZERO,
                 done: None,
@@ -205,9 +208,11 @@ impl Worker {
             let r = &self.running[i];
             tokens.extend(r.p.tokens[r.prefilled..r.prefilled + n].iter().map(|&t| t as i32));
         }
+        let mut call = Duration::ZERO;
         let out = (|| -> tvm_rt::Result<NDArray> {
             self.kv.begin_forward(&ids, &lens)?;
             let e = self.model.embed(&tokens)?;
+            let t = Instant::now();
             let logits = if batch.len() == 1 {
                 self.model.prefill(&e, &self.kv)?
             } else {
@@ -219,9 +224,11 @@ impl Worker {
                 }
                 self.model.batch_prefill(&e, &pos, &self.kv)?
             };
+            call = t.elapsed();
             self.kv.end_forward()?;
             Ok(logits)
         })();
+        self.metrics.prefill_call_ns.fetch_add(call.as_nanos() as u64, Ordering::Relaxed);
         let dt = t0.elapsed();
         let logits = match out.and_then(|l| l.to_vec::<f32>()) {
             Ok(l) => l,
@@ -256,12 +263,16 @@ impl Worker {
         if idx.is_empty() {
             return;
         }
+        let t0 = Instant::now();
         let ids: Vec<i64> = idx.iter().map(|&i| self.running[i].seq).collect();
         let last: Vec<i32> = idx.iter().map(|&i| self.running[i].last as i32).collect();
+        let mut call = Duration::ZERO;
         let out = (|| -> tvm_rt::Result<Vec<f32>> {
             self.kv.begin_forward(&ids, &vec![1; ids.len()])?;
             let e = self.model.embed(&last)?;
+            let t = Instant::now();
             let logits = self.model.batch_decode(&e, &self.kv)?;
+            call = t.elapsed();
             self.kv.end_forward()?;
             logits.to_vec::<f32>()
         })();
@@ -274,11 +285,15 @@ impl Worker {
                 return;
             }
         };
+        let mut logits = logits;
         let vocab = logits.len() / idx.len();
         for (k, &i) in idx.iter().enumerate() {
-            let mut row = logits[k * vocab..(k + 1) * vocab].to_vec();
-            self.accept(i, &mut row);
+            self.accept(i, &mut logits[k * vocab..(k + 1) * vocab]);
         }
+        let m = &self.metrics;
+        m.decode_steps.fetch_add(1, Ordering::Relaxed);
+        m.decode_step_ns.fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        m.decode_call_ns.fetch_add(call.as_nanos() as u64, Ordering::Relaxed);
     }
 
     /// Samples a request's next token from its logits and streams what it makes.
