@@ -38,7 +38,8 @@ done
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 for name in $(awk '$1 == "ours" {print $2}' "$out" | sort -u); do
   o=$(awk -v n="$name" '$1 == "ours" && $2 == n {print $3}' "$out" | median)
-  t=$(awk -v n="$name" '$1 == "tvm" && $2 == n {print $3}' "$out" | median)
+  t=""
+  grep -q "^tvm $name " "$out" && t=$(awk -v n="$name" '$1 == "tvm" && $2 == n {print $3}' "$out" | median)
   if [ -n "$t" ]; then
     printf '%-34s %10s   python on TVM 0.27: %10s   ratio %s\n' "$name" "$o" "$t" "$(awk -v o="$o" -v t="$t" 'BEGIN {printf "%.2f", o / t}')"
   else
