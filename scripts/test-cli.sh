@@ -14,8 +14,8 @@ python3 -c "import numpy" >/dev/null 2>&1 || {
 }
 
 echo "== tvmrt and the Rust API (scripts/test-cli.sh): cargo fmt --check, clippy"
-cargo fmt --check -p tvm-rt -p tvmrt
-cargo clippy -p tvm-rt -p tvmrt --target-dir target/tools --all-targets --quiet -- -D warnings
+cargo fmt --check -p tvm-rt -p tvmrt -p tvm-llm
+cargo clippy -p tvm-rt -p tvmrt -p tvm-llm --target-dir target/tools --all-targets --quiet -- -D warnings
 echo "== tvmrt, tvm-rt: cargo test (unit, fixtures, doc examples)"
 cargo test -p tvm-rt -p tvmrt --target-dir target/tools
 
