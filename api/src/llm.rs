@@ -57,7 +57,10 @@ fn hot() -> Result<&'static Hot> {
     if let Some(h) = H.get() {
         return Ok(h);
     }
-    let h = Hot { begin_forward: global("vm.builtin.kv_state_begin_forward")?, end_forward: global("vm.builtin.kv_state_end_forward")? };
+    let h = Hot {
+        begin_forward: global("vm.builtin.kv_state_begin_forward")?,
+        end_forward: global("vm.builtin.kv_state_end_forward")?,
+    };
     Ok(H.get_or_init(|| h))
 }
 

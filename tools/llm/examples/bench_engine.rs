@@ -51,9 +51,17 @@ fn main() {
         let n: usize = hs.iter_mut().map(drain).sum();
         conc = conc.max(n as f64 / t.elapsed().as_secs_f64());
         // One request alone: the engine's share of its decode steps.
-        let (s0, c0, n0) = (m.decode_step_ns.load(Ordering::Relaxed), m.decode_call_ns.load(Ordering::Relaxed), m.decode_steps.load(Ordering::Relaxed));
+        let (s0, c0, n0) = (
+            m.decode_step_ns.load(Ordering::Relaxed),
+            m.decode_call_ns.load(Ordering::Relaxed),
+            m.decode_steps.load(Ordering::Relaxed),
+        );
         drain(&mut engine.submit(req(99, 64)).unwrap());
-        let (s1, c1, n1) = (m.decode_step_ns.load(Ordering::Relaxed), m.decode_call_ns.load(Ordering::Relaxed), m.decode_steps.load(Ordering::Relaxed));
+        let (s1, c1, n1) = (
+            m.decode_step_ns.load(Ordering::Relaxed),
+            m.decode_call_ns.load(Ordering::Relaxed),
+            m.decode_steps.load(Ordering::Relaxed),
+        );
         assert!(n1 > n0);
         share = share.min((s1 - s0 - (c1 - c0)) as f64 / (s1 - s0) as f64);
         // Time to first token of a 64-token prompt, against the prefill call.
