@@ -50,7 +50,7 @@ grep -q "output \[1, 3\]: 4.85 2.3 10.55" <<<"$out"
 ./scripts/test-triton.sh  # the Triton Inference Server backend in the real server (issue 27)
 
 echo "== python ctypes FFI test"
-python3 -m pytest -q tests/python --ignore=tests/python/relax
+python3 -m pytest -q tests/python --ignore=tests/python/relax --ignore=tests/python/llm_server
 echo "== the tvm-ffi ABI: apache-tvm-ffi 0.1.15's own test suite on this library"
 ./scripts/test-tvm-ffi.sh
 echo "== the Relax VM (issue 25): TVM v0.27's own Python, runtime-only, on this library"
