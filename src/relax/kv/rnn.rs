@@ -5,7 +5,7 @@
 //! `f_get`/`f_set` kernels read and write the current slots of a forward's sequences.
 
 use super::backend::{call, t};
-use super::{arg, int, internal, kv_state_index, object_of, rnn_state_index, tensor, Args, Guarded, KvState};
+use super::{arg, int, internal, object_of, rnn_state_index, tensor, Args, Guarded, KvState};
 use crate::abi::DLTensor;
 use crate::tvmffi::any::Any;
 use crate::tvmffi::containers::array::seq_items;
@@ -378,7 +378,6 @@ fn rnn<'a>(a: Args, what: &str, keep: &'a mut Option<ObjectRef>) -> FfiResult<&'
 
 /// Registers `vm.builtin.rnn_state_*`.
 pub fn register(b: &mut Builder) {
-    let _ = kv_state_index();
     b.add("vm.builtin.rnn_state_create", create);
     b.add("vm.builtin.rnn_state_get", |a| {
         let what = "vm.builtin.rnn_state_get";
