@@ -77,11 +77,14 @@ done
 # CUDA kernels: a compiler venv with NVRTC (scripts/relax-cuda-venv.sh), run on the simulated
 # driver (tools/cudasim, built by scripts/test-cuda.sh, which test.sh sources first).
 cuda_py="$(scripts/relax-cuda-venv.sh "${TVM27_CUDA_VENV:-target/tvm27-cuda}")"
-make_models "$cuda_py" tests/python/relax/make_cuda_models.py "$models/cuda"
+make_models "$cuda_py" tests/python/relax/make_cuda_models.py "$models/cuda" tests/python/relax/cuda_setup.py
+make_models "$cuda_py" tests/python/relax/make_cuda_llm.py "$models/cuda-llm" \
+  tests/python/relax/cuda_setup.py tests/python/relax/llm_model.py tests/python/relax/llm_scenario.py
 if [ -z "${TVM_CUDA_LIBRARY:-}" ] && [ -f target/release/libcudasim.so ]; then
   export TVM_CUDA_LIBRARY="$PWD/target/release/libcudasim.so"
 fi
 export RELAX_DEVICE_MODELS="$models/device" RELAX_ZOO="$models/zoo" RELAX_CUDA_MODELS="$models/cuda"
+export RELAX_CUDA_LLM="$models/cuda-llm"
 export RELAX_BUILTIN_REFS="$models/builtins"
 export RELAX_KV_KERNELS="$models/kv-kernels" RELAX_LLM_MODELS="$models/llm"
 RELAX_RELEASE_MODELS="$(IFS=:; echo "${release_dirs[*]}")"

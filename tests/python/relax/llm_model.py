@@ -57,9 +57,16 @@ class CpuPagedKVCache(PagedKVCache):
 
 class Cfg:
     def __init__(self, name, hidden=64, layers=2, heads=4, kv_heads=2, head_dim=16, ffn=128, vocab=256, tie=False,
-                 theta=10000.0, dtype="float32", layer_kinds=None, layer_window=1024, page_size=16):
+                 theta=10000.0, dtype="float32", layer_kinds=None, layer_window=1024, page_size=16, target="llvm"):
         self.__dict__.update(locals())
         del self.__dict__["self"]
+
+
+def make_target(t):
+    """`llvm`, or `cuda:ARCH` (CUDA with an LLVM host)."""
+    if t.startswith("cuda:"):
+        return tvm.target.Target({"kind": "cuda", "arch": t.split(":", 1)[1]}, host="llvm")
+    return tvm.target.Target(t)
 
 
 class Attention(nn.Module):
@@ -144,7 +151,7 @@ class Model(nn.Module):
             num_key_value_heads=c.kv_heads, qk_head_dim=c.head_dim, v_head_dim=c.head_dim, mla_original_qk_head_dim=0,
             mla_original_v_head_dim=0, rope_mode=RopeMode.NORMAL, rope_scale=1, rope_theta=c.theta, rope_scaling={},
             rope_ext_factors=relax.prim_value(0), rotary_dim=c.head_dim, enable_disaggregation=False, dtype=c.dtype,
-            target=tvm.target.Target("llvm"), layer_sliding_window_size=c.layer_window,
+            target=make_target(c.target), layer_sliding_window_size=c.layer_window,
         )
 
 
@@ -172,7 +179,7 @@ def build(c, out_dir, seed=0):
     os.makedirs(out_dir, exist_ok=True)
     model = Model(c)
     mod, named = model.export_tvm(spec=spec(c))
-    target = tvm.target.Target("llvm")
+    target = make_target(c.target)
     ex = tvm.compile(mod, target=target, relax_pipeline=relax.get_default_pipeline(target))
     ex.export_library(os.path.join(out_dir, "lib.so"))
     rng = np.random.default_rng(seed)

@@ -6,8 +6,9 @@ sliding windows where the cache has them; after every step the free pages and to
 
     python llm_scenario.py MODEL_DIR OUT.json     (the result, for a later comparison)
 
-`run(model_dir, module=None)` returns the result as a dict (`module`: an already loaded library,
-to run on several threads at once).
+`run(model_dir, module=None, device=None)` returns the result as a dict (`module`: an already
+loaded library, to run on several threads at once; `device`: where the model runs, the CPU by
+default).
 """
 
 import json
@@ -33,12 +34,12 @@ def prompt(seed, n, vocab):
 
 
 class Runner:
-    def __init__(self, model_dir, module=None, page_size=16, capacity=512, sliding=0):
+    def __init__(self, model_dir, module=None, page_size=16, capacity=512, sliding=0, device=None):
         self.cfg = json.load(open(f"{model_dir}/config.json"))
-        self.dev = tvm.cpu()
+        self.dev = device or tvm.cpu()
         mod = module or tvm.runtime.load_module(f"{model_dir}/lib.so")
         self.vm = VirtualMachine(mod, self.dev)
-        G["tensor_cache.load"](f"{model_dir}/params", 1, 0)
+        G["tensor_cache.load"](f"{model_dir}/params", self.dev.dlpack_device_type(), self.dev.index)
         self.params = G["param_array_from_cache_by_name"](self.cfg["param_names"])
         self.kv = self.vm["create_tir_paged_kv_cache"](S([4]), S([capacity]), S([PREFILL_CHUNK]), S([page_size]), S([sliding]))
         self.log = []
@@ -98,11 +99,11 @@ class Runner:
             self.note(f"decode {seqs}", logits)
 
 
-def run(model_dir, module=None):
+def run(model_dir, module=None, device=None):
     cfg = json.load(open(f"{model_dir}/config.json"))
     scen = cfg.get("scenario", {})
     r = Runner(model_dir, module, page_size=scen.get("page_size", 16), capacity=scen.get("capacity", 512),
-               sliding=int(scen.get("sliding", False)))
+               sliding=int(scen.get("sliding", False)), device=device)
     v = cfg["vocab"]
     window = scen.get("window")
     r.note("created")

@@ -21,37 +21,16 @@ cuModuleGetFunction cannot find them.)
 Env: CUDA_PATH (default: `cuda/` inside the venv, as relax-cuda-venv.sh lays it out: include/ with
 cuda_runtime.h, targets/x86_64-linux/include/cccl with cuda/std), CUDA_ARCH (default sm_70). The
 libcuda.so.1 stub is the venv's cuda/lib64/stubs/libcuda.so.1, else the system's libcuda.so.1."""
-import ctypes
-import glob
 import os
 import sys
 
-os.environ.setdefault("CUDA_PATH", os.path.join(sys.prefix, "cuda"))
-# Before `import tvm`, which loads the CUDA sidecar if its libraries are there.
-site = os.path.join(sys.prefix, "lib", "python3*", "site-packages")
-(cudart,) = glob.glob(os.path.join(site, "nvidia", "cu13", "lib", "libcudart.so.13"))
-ctypes.CDLL(cudart, mode=ctypes.RTLD_GLOBAL)
-stub = os.path.join(sys.prefix, "cuda", "lib64", "stubs", "libcuda.so.1")
-ctypes.CDLL(stub if os.path.exists(stub) else "libcuda.so.1", mode=ctypes.RTLD_GLOBAL)
-
+import cuda_setup  # noqa: F401 - before TVM: the CUDA sidecar and the PTX callback
 import tvm
-import tvm_ffi
 from tvm.script import ir as I
 from tvm.script import relax as R
-from tvm.support import nvcc
-
-if tvm_ffi.get_global_func("ffi.Module.create.cuda", allow_missing=True) is None:
-    sys.exit("TVM's CUDA runtime (libtvm_runtime_cuda.so) is not loaded: exports would hold CUDA C")
 
 out = sys.argv[1]
-arch = os.environ.get("CUDA_ARCH", "sm_70")
-
-
-@tvm_ffi.register_global_func("tvm_callback_cuda_compile", override=True)
-def compile_to_ptx(code, *_):  # TVM 0.27 passes the code alone
-    ptx = nvcc.compile_cuda(code, target_format="ptx", arch=arch, compiler="nvrtc")
-    assert bytes(ptx[:2]) == b"//", bytes(ptx[:80])
-    return ptx
+arch = cuda_setup.ARCH
 
 
 @I.ir_module
