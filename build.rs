@@ -1,8 +1,15 @@
 //! Sets the soname of the shared library, so that programs linked against it record
-//! `libtvm_runtime.so` as TVM's own runtime does, and puts `libtvm_ffi.so` beside it as a link
-//! to the same file (the tvm-ffi ABI's name: a process that loads both names holds one copy).
+//! `libtvm_runtime.so` as TVM's own runtime does, and makes it an auxiliary filter of
+//! `libtvm_ffi.so` (looked for beside it, then where the loader looks): where that library is
+//! present (or already loaded), every symbol of this one resolves to it, so that a process that
+//! loads both names holds one runtime; where it is not, this library runs by itself. Puts
+//! `libtvm_ffi.so` beside it as a link to the same file (the link resolves to this library
+//! itself); `scripts/libtvm-ffi.sh` makes the real `libtvm_ffi.so` (its own soname, with the
+//! C++ API) that `cmake --install` ships.
 fn main() {
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libtvm_runtime.so");
+    println!("cargo:rustc-cdylib-link-arg=-Wl,--auxiliary=libtvm_ffi.so");
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-rpath,$ORIGIN");
     // Test programs export the C API as a program linked against the library has it: TVM
     // v0.20+ kernel libraries call `TVMFFIErrorSetRaisedFromCStrParts` as an undefined symbol.
     println!("cargo:rustc-link-arg-tests=-Wl,--export-dynamic");

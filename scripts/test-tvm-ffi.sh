@@ -22,7 +22,8 @@ fi
 set -e
 lib="$PWD/target/release/libtvm_runtime.so"
 [ -f "$lib" ] || cargo build --release --quiet
-py="$(./scripts/tvm-ffi-venv.sh "$PWD/build/tvm-ffi-venv" "$lib")"
+# Ours as libtvm_ffi.so: the library of scripts/libtvm-ffi.sh (soname libtvm_ffi.so, C++ API).
+py="$(./scripts/tvm-ffi-venv.sh "$PWD/build/tvm-ffi-venv" "$(./scripts/libtvm-ffi.sh "$(dirname "$lib")")")"
 # Some tests compile C++ with ninja from the venv; put its bin first.
 export PATH="$(dirname "$py"):$PATH"
 work="$PWD/build/tvm-ffi-suite"

@@ -4,10 +4,11 @@
 #   scripts/test-tvm-python.sh [VENV_DIR] [PYTEST_ARGS...]
 # VENV_DIR (default target/tvm27-venv) is made once and reused: apache-tvm 0.27.0.post1 with
 # apache-tvm-ffi 0.1.15.post2 (the tvm-ffi ABI this library implements), numpy and pytest. Its
-# tvm_ffi/lib/libtvm_ffi.so becomes a link to this library (scripts/tvm-ffi-venv.sh), and
-# VENV_DIR/tvm-runtime-lib/libtvm_runtime.so, the folder TVM_LIBRARY_PATH names, a link to the
-# same file, so that the process loads it once. The library is $TVM_RUNTIME_LIB, default
-# target/release/libtvm_runtime.so (build it first: cargo build --release).
+# tvm_ffi/lib/libtvm_ffi.so becomes a link to this library's libtvm_ffi.so (scripts/libtvm-ffi.sh,
+# scripts/tvm-ffi-venv.sh), and VENV_DIR/tvm-runtime-lib/libtvm_runtime.so, the folder
+# TVM_LIBRARY_PATH names, a link to libtvm_runtime.so, whose symbols resolve to the
+# libtvm_ffi.so loaded first: the process holds one runtime. The library is $TVM_RUNTIME_LIB,
+# default target/release/libtvm_runtime.so (build it first: cargo build --release).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv="${1:-target/tvm27-venv}"
@@ -89,7 +90,8 @@ export RELAX_BUILTIN_REFS="$models/builtins"
 export RELAX_KV_KERNELS="$models/kv-kernels" RELAX_LLM_MODELS="$models/llm"
 RELAX_RELEASE_MODELS="$(IFS=:; echo "${release_dirs[*]}")"
 export RELAX_RELEASE_MODELS
-py="$(scripts/tvm-ffi-venv.sh "$venv" "$lib")"
+# tvm_ffi loads libtvm_ffi.so (made from the same build as $lib), tvm then $lib: one runtime.
+py="$(scripts/tvm-ffi-venv.sh "$venv" "$(scripts/libtvm-ffi.sh "$(dirname "$lib")")")"
 libdir="$venv/tvm-runtime-lib"
 mkdir -p "$libdir"
 ln -sfn "$lib" "$libdir/libtvm_runtime.so"

@@ -53,6 +53,8 @@ echo "== python ctypes FFI test"
 python3 -m pytest -q tests/python --ignore=tests/python/relax --ignore=tests/python/llm_server
 echo "== the tvm-ffi ABI: apache-tvm-ffi 0.1.15's own test suite on this library"
 ./scripts/test-tvm-ffi.sh
+echo "== libtvm_ffi.so and libtvm_runtime.so: one name each, both in one process, the C++ API (issue 33)"
+./scripts/test-ffi-lib.sh
 echo "== the Relax VM (issue 25): TVM v0.27's own Python, runtime-only, on this library"
 ./scripts/test-tvm-python.sh
 echo "== the Relax VM through the tvm-ffi C ABI: examples/relax_vm.c on every v0.27 export"
@@ -83,6 +85,11 @@ cmake -S . -B build/pkg -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/pkg >/dev/null
 cmake --install build/pkg --prefix "$prefix" >/dev/null
 test "$(readelf -d "$prefix/lib/libtvm_runtime.so" | grep -o 'soname: \[.*\]')" = "soname: [libtvm_runtime.so]"
+# libtvm_ffi.so is a library of its own name (not a link), with the C++ API; the installed
+# libtvm_runtime.so resolves to it (so the C tests below run on it).
+test ! -L "$prefix/lib/libtvm_ffi.so"
+test "$(readelf -d "$prefix/lib/libtvm_ffi.so" | grep -o 'soname: \[.*\]')" = "soname: [libtvm_ffi.so]"
+nm -D --defined-only "$prefix/lib/libtvm_ffi.so" | grep ' _ZN3tvm3ffi6Module12LoadFromFileERKNS0_6StringE$' >/dev/null
 # The Triton backend where tritonserver --backend-directory=$prefix/backends finds it.
 nm -D --defined-only "$prefix/backends/tvm/libtriton_tvm.so" | grep ' TRITONBACKEND_ModelInstanceExecute$' >/dev/null
 mkdir -p build/examples

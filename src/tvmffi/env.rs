@@ -18,6 +18,7 @@ pub fn register_capi(name: &str, symbol: *mut c_void) -> FfiResult<()> {
         "PyErr_CheckSignals" => &PY_CHECK_SIGNALS,
         "PyGILState_Ensure" => &PY_GIL_ENSURE,
         "PyGILState_Release" => &PY_GIL_RELEASE,
+        super::module::cxx::BRIDGE_NAME => return super::module::cxx::install(symbol),
         _ => return Err(FfiError::value(format!("Unknown env API {name}"))),
     };
     slot.store(symbol, Ordering::Release);

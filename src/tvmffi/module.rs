@@ -8,18 +8,20 @@
 //! through the module's imports, then the global registry.
 //!
 //! Layout: the field `imports_` (an `ffi.Array` of modules) is at header + 24, as tvm-ffi's
-//! reflection reports it (C++'s `ModuleObj` keeps its vtable pointer before the header, which
-//! C++ code calling virtual methods on a module of ours would need: not provided here). The
+//! reflection reports it, and the word before the header is where C++'s `ModuleObj` keeps its
+//! vtable pointer: the C++ layer's, where one is linked in ([`cxx`]), so that C++ code calls
+//! virtual methods on a module of ours; modules made in C++ are driven through it too. The
 //! dlopen machinery and the system symbol table are the classic runtime's
 //! ([`crate::module::dso`], [`crate::module::system_lib`]).
 
+pub mod cxx;
 pub mod library_bin;
 
 use super::any::{Any, TVMFFIAny};
 use super::containers::array::{make_array, seq_items};
 use super::error::safe_call;
 use super::globals::{arg_any, arg_str, expect_args};
-use super::object::{make_object, ObjectRef, TVMFFIObject};
+use super::object::{make_prefixed_object, prefixed_deleter_of, ObjectRef, TVMFFIObject};
 use super::registry::{self, Builder};
 use super::types::{self, TVMFFIFieldInfo};
 use super::{ti, FfiError, FfiResult, TVMFFIByteArray};
@@ -28,7 +30,7 @@ use crate::module::system_lib;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// `Module::kBinarySerializable`.
@@ -194,8 +196,6 @@ impl Drop for ModulePayload {
     }
 }
 
-static MODULE_DELETER: AtomicUsize = AtomicUsize::new(0);
-
 /// A module whose functions are Rust code (C++'s `ModuleObj` subclasses: the Relax VM's
 /// `relax.VMExecutable` and `relax.VirtualMachine`).
 pub trait NativeModule: Send + Sync + 'static {
@@ -227,8 +227,9 @@ pub fn native<T: 'static>(m: &ObjectRef) -> Option<&T> {
 }
 
 fn make_module_with(lib: Option<Library>, native: Option<Box<dyn NativeModule>>) -> ObjectRef {
-    let m = make_object(
+    make_prefixed_object(
         ti::MODULE,
+        cxx::module_prefix(),
         ModulePayload {
             imports: AtomicPtr::new(make_array(Vec::new()).into_raw()),
             _cache_slot: std::ptr::null_mut(),
@@ -237,11 +238,19 @@ fn make_module_with(lib: Option<Library>, native: Option<Box<dyn NativeModule>>)
             state: Mutex::new(State::default()),
             ctx: OnceLock::new(),
         },
-    );
-    // SAFETY: `m` is live; its deleter identifies the modules this library made.
+    )
+}
+
+/// Whether `m` is a module this library made (its deleter says so).
+fn is_ours(m: &ObjectRef) -> bool {
+    // SAFETY: `m` is live.
     let d = unsafe { (*m.as_ptr()).deleter }.map_or(0, |d| d as usize);
-    MODULE_DELETER.store(d, Ordering::Relaxed);
-    m
+    d == prefixed_deleter_of::<ModulePayload>() as usize
+}
+
+/// Whether `m` is an `ffi.Module` made by C++ code (driven through [`cxx::call`]).
+pub fn is_foreign(m: &ObjectRef) -> bool {
+    m.type_index() == ti::MODULE && !is_ours(m)
 }
 
 /// The payload of a module this library made, or an error for anything else.
@@ -249,10 +258,10 @@ pub fn payload(m: &ObjectRef) -> FfiResult<&ModulePayload> {
     if m.type_index() != ti::MODULE {
         return Err(FfiError::type_error(format!("expected ffi.Module, got {}", types::type_key(m.type_index()))));
     }
-    // SAFETY: `m` is live.
-    let d = unsafe { (*m.as_ptr()).deleter }.map_or(0, |d| d as usize);
-    if d == 0 || d != MODULE_DELETER.load(Ordering::Relaxed) {
-        return Err(FfiError::runtime("this ffi.Module was made by C++ code (virtual methods are not supported)"));
+    if !is_ours(m) {
+        return Err(FfiError::runtime(
+            "this ffi.Module was made by C++ code (the call needs a module of this library)",
+        ));
     }
     // SAFETY: a module of ours has this payload.
     Ok(unsafe { m.payload::<ModulePayload>() })
@@ -260,6 +269,11 @@ pub fn payload(m: &ObjectRef) -> FfiResult<&ModulePayload> {
 
 /// The module's imports (new references).
 pub fn imports(m: &ObjectRef) -> FfiResult<Vec<ObjectRef>> {
+    if is_foreign(m) {
+        let arr =
+            cxx::call(m, "imports", &[])?.as_object().ok_or_else(|| FfiError::runtime("module has no imports"))?;
+        return Ok(seq_items(&arr).iter().filter_map(|a| a.as_object()).collect());
+    }
     let p = payload(m)?;
     let _g = p.state.lock();
     let arr = p.imports.load(Ordering::Acquire);
@@ -288,6 +302,9 @@ fn set_imports(p: &ModulePayload, state: &mut State, items: Vec<ObjectRef>) {
 
 /// `ModuleObj::GetFunction(name)`: the module's own function.
 fn own_function(m: &ObjectRef, name: &str) -> FfiResult<Option<ObjectRef>> {
+    if is_foreign(m) {
+        return Ok(cxx::call(m, "GetFunction", &[Any::string(name), Any::bool(false)])?.as_object());
+    }
     let p = payload(m)?;
     if let Some(n) = &p.native {
         return n.get_function(m, name);
@@ -301,6 +318,14 @@ fn own_function(m: &ObjectRef, name: &str) -> FfiResult<Option<ObjectRef>> {
 
 /// Calls a no-argument getter symbol (`__tvm_ffi__metadata_<name>`, `__tvm_ffi__doc_<name>`).
 fn own_string_symbol(m: &ObjectRef, symbol: &str) -> FfiResult<Option<Any>> {
+    if is_foreign(m) {
+        let (method, name) = match symbol.strip_prefix("__tvm_ffi__doc_") {
+            Some(n) => ("GetFunctionDoc", n),
+            None => ("GetFunctionMetadata", symbol.strip_prefix("__tvm_ffi__metadata_").unwrap_or(symbol)),
+        };
+        let v = cxx::call(m, method, &[Any::string(name), Any::bool(false)])?;
+        return Ok((!v.is_none()).then_some(v));
+    }
     let p = payload(m)?;
     let Some(addr) = p.lib.as_ref().and_then(|l| l.symbol(symbol)) else { return Ok(None) };
     // SAFETY: these symbols are TVMFFISafeCallType functions by convention.
@@ -342,7 +367,9 @@ fn get_prefixed_string(m: &ObjectRef, prefix: &str, name: &str, query_imports: b
 
 /// `ModuleObj::ImportModule`: refuses a cycle.
 pub fn import_module(m: &ObjectRef, other: &ObjectRef) -> FfiResult<()> {
-    payload(other)?;
+    if is_foreign(m) {
+        return cxx::call(m, "ImportModule", &[Any::object(other.clone())]).map(drop);
+    }
     let mut seen = vec![other.as_ptr()];
     let mut stack = vec![other.clone()];
     while let Some(n) = stack.pop() {
@@ -366,6 +393,9 @@ pub fn import_module(m: &ObjectRef, other: &ObjectRef) -> FfiResult<()> {
 
 /// `ModuleObj::ClearImports`.
 pub fn clear_imports(m: &ObjectRef) -> FfiResult<()> {
+    if is_foreign(m) {
+        return cxx::call(m, "ClearImports", &[]).map(drop);
+    }
     let p = payload(m)?;
     let mut st = p.state.lock();
     set_imports(p, &mut st, Vec::new());
@@ -443,6 +473,11 @@ fn context_symbols() -> &'static Mutex<Vec<(String, usize)>> {
         ];
         Mutex::new(builtin.iter().map(|&(n, f)| (n.to_owned(), f)).collect())
     })
+}
+
+/// The context symbols, copied.
+pub fn context_symbol_list() -> Vec<(String, usize)> {
+    context_symbols().lock().clone()
 }
 
 /// `TVMFFIEnvModRegisterContextSymbol`: every library loaded later gets `symbol` written into
@@ -637,6 +672,9 @@ pub fn register(b: &mut Builder) {
     b.add("ffi.ModuleGetPropertyMask", |a| {
         expect_args("ffi.ModuleGetPropertyMask", a, 1)?;
         let m = arg_module("ffi.ModuleGetPropertyMask", a, 0)?;
+        if is_foreign(&m) {
+            return cxx::call(&m, "GetPropertyMask", &[]);
+        }
         let p = payload(&m)?;
         Ok(Any::int(match (&p.lib, &p.native) {
             (_, Some(n)) => n.property_mask(),
@@ -647,21 +685,40 @@ pub fn register(b: &mut Builder) {
     b.add("ffi.ModuleGetKind", |a| {
         expect_args("ffi.ModuleGetKind", a, 1)?;
         let m = arg_module("ffi.ModuleGetKind", a, 0)?;
+        if is_foreign(&m) {
+            return cxx::call(&m, "kind", &[]);
+        }
         Ok(Any::string(payload(&m)?.native.as_ref().map_or("library", |n| n.kind())))
     });
     b.add("ffi.ModuleGetWriteFormats", |a| {
         expect_args("ffi.ModuleGetWriteFormats", a, 1)?;
-        payload(&arg_module("ffi.ModuleGetWriteFormats", a, 0)?)?;
+        let m = arg_module("ffi.ModuleGetWriteFormats", a, 0)?;
+        if is_foreign(&m) {
+            return cxx::call(&m, "GetWriteFormats", &[]);
+        }
+        payload(&m)?;
         Ok(Any::object(make_array(Vec::new())))
     });
     b.add("ffi.ModuleWriteToFile", |a| {
         expect_args("ffi.ModuleWriteToFile", a, 3)?;
-        payload(&arg_module("ffi.ModuleWriteToFile", a, 0)?)?;
+        let m = arg_module("ffi.ModuleWriteToFile", a, 0)?;
+        if is_foreign(&m) {
+            return cxx::call(
+                &m,
+                "WriteToFile",
+                &[arg_any("ffi.ModuleWriteToFile", a, 1)?, arg_any("ffi.ModuleWriteToFile", a, 2)?],
+            );
+        }
+        payload(&m)?;
         Err(FfiError::runtime("Module[library] does not support WriteToFile"))
     });
     b.add("ffi.ModuleInspectSource", |a| {
         expect_args("ffi.ModuleInspectSource", a, 2)?;
-        payload(&arg_module("ffi.ModuleInspectSource", a, 0)?)?;
+        let m = arg_module("ffi.ModuleInspectSource", a, 0)?;
+        if is_foreign(&m) {
+            return cxx::call(&m, "InspectSource", &[arg_any("ffi.ModuleInspectSource", a, 1)?]);
+        }
+        payload(&m)?;
         Ok(Any::string(""))
     });
     b.add("ffi.ModuleImportModule", |a| {

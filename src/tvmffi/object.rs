@@ -228,6 +228,54 @@ pub fn make_object<T>(type_index: i32, payload: T) -> ObjectRef {
     }
 }
 
+/// An object with one pointer-sized word before its header: where C++ keeps the vtable
+/// pointer of a polymorphic class whose base is `Object` (`ModuleObj`), so that C++ code can
+/// call virtual methods on an object made here.
+#[repr(C)]
+struct Prefixed<T> {
+    word: *const c_void,
+    obj: ObjBox<T>,
+}
+
+unsafe extern "C" fn prefixed_deleter<T>(obj: *mut c_void, flags: c_int) {
+    // SAFETY: `obj` is the `obj` field of a `Prefixed<T>` made by make_prefixed_object, whose
+    // offset is one word (asserted there).
+    let base = unsafe { obj.cast::<u8>().sub(std::mem::size_of::<usize>()) }.cast::<Prefixed<T>>();
+    if flags & DELETER_STRONG != 0 {
+        // SAFETY: the strong count reached zero: the payload is dropped exactly once.
+        unsafe { std::ptr::drop_in_place(std::ptr::addr_of_mut!((*base).obj.payload)) };
+    }
+    if flags & DELETER_WEAK != 0 {
+        // SAFETY: allocated below with this layout; no reference remains.
+        unsafe { std::alloc::dealloc(base.cast(), std::alloc::Layout::new::<Prefixed<T>>()) };
+    }
+}
+
+/// The deleter of the objects [`make_prefixed_object`] makes with payload `T` (which tells
+/// them apart from objects made elsewhere, e.g. by C++ code, of the same type index).
+pub fn prefixed_deleter_of<T>() -> Deleter {
+    prefixed_deleter::<T>
+}
+
+/// Makes an object of `type_index` holding `payload`, with `word` stored right before the header.
+pub fn make_prefixed_object<T>(type_index: i32, word: *const c_void, payload: T) -> ObjectRef {
+    const { assert!(std::mem::offset_of!(Prefixed<T>, obj) == std::mem::size_of::<usize>()) };
+    let layout = std::alloc::Layout::new::<Prefixed<T>>();
+    // SAFETY: the layout has a non-zero size (the header).
+    let p = unsafe { std::alloc::alloc(layout) }.cast::<Prefixed<T>>();
+    if p.is_null() {
+        std::alloc::handle_alloc_error(layout);
+    }
+    // SAFETY: freshly allocated memory of the right layout; the handle is the `obj` field.
+    unsafe {
+        p.write(Prefixed {
+            word,
+            obj: ObjBox { header: TVMFFIObject::new(type_index, prefixed_deleter::<T>), payload },
+        });
+        ObjectRef(NonNull::new_unchecked(std::ptr::addr_of_mut!((*p).obj).cast()))
+    }
+}
+
 /// Makes an object whose payload is `head` followed by `tail_bytes` bytes of trailing storage
 /// (aligned to 8), for the inline-array objects of tvm-ffi (strings, shapes, arrays). `init`
 /// fills the payload and the tail; `drop_tail` runs before the memory is freed.
