@@ -109,7 +109,7 @@ for flavour in plain asan; do
   env=()
   if [ "$flavour" = asan ]; then
     flags+=(-fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined)
-    env=(ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS="suppressions=$repo/tests/cxx/lsan.supp:print_suppressions=0")
+    env=(ASAN_OPTIONS=detect_leaks=1)
   fi
   echo "== C++ against tvm-ffi 0.1.15's headers ($flavour)"
   c++ "${flags[@]}" tests/cxx/cxx_api_test.cc -o "$out/cxx_api_test-$flavour" -L "$ffidir" -ltvm_ffi -Wl,-rpath,"$ffidir"
