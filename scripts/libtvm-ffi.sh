@@ -2,7 +2,7 @@
 # Makes libtvm_ffi.so, the tvm-ffi ABI's library: the runtime of libtvm_runtime.a (the same
 # build as libtvm_runtime.so) linked with soname libtvm_ffi.so, exporting the same C API and,
 # where a C++ compiler and apache-tvm-ffi 0.1.15's headers are at hand, its C++ API
-# (cxx/tvm_ffi_api.cc compiled against those headers).
+# (cxx/*.cc compiled against those headers).
 #   scripts/libtvm-ffi.sh [PROFILE_DIR [OUT_DIR]]   (defaults: target/release, PROFILE_DIR/ffi)
 # Headers: scripts/tvm-ffi-headers.sh (TVM_RT_CXX_API=0: no C++ API; =1: fail without it).
 # Prints the library's path.
@@ -24,8 +24,12 @@ cxx_obj=""
 if [ "$want_cxx" != 0 ]; then
   inc="$(scripts/tvm-ffi-headers.sh || true)"
   if [ -n "$inc" ] && command -v c++ >/dev/null 2>&1; then
-    c++ -std=c++17 -O2 -fPIC -Wall -Wno-unused-function -I "$inc" -c cxx/tvm_ffi_api.cc -o "$work/tvm_ffi_api.o"
-    cxx_obj="$work/tvm_ffi_api.o"
+    for src in cxx/*.cc; do
+      c++ -std=c++17 -O2 -fPIC -Wall -I "$inc" -c "$src" -o "$work/$(basename "$src" .cc).o"
+    done
+    # One relocatable object: its exports are listed below.
+    ld -r -o "$work/cxx.o" "$work"/*.o
+    cxx_obj="$work/cxx.o"
   elif [ "$want_cxx" = 1 ]; then
     echo "libtvm-ffi.sh: no C++ compiler or no tvm-ffi 0.1.15 headers (set TVM_FFI_INCLUDE_DIR)" >&2
     exit 1

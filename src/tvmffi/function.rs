@@ -156,12 +156,25 @@ pub fn from_fn(f: impl Fn(&[TVMFFIAny]) -> FfiResult<Any> + Send + Sync + 'stati
     )
 }
 
-/// `TVMFFIFunctionCreate`: a function object around a C callback.
+/// `TVMFFIFunctionCreate`: a function object around a C callback. Without a handle and a
+/// deleter the callback is the object's own `safe_call` (as tvm-ffi's `FromExternC` makes it:
+/// its first argument is then the function object, and a call is one jump).
 pub fn from_extern_c(
     handle: *mut c_void,
     call: SafeCall,
     deleter: Option<unsafe extern "C" fn(*mut c_void)>,
 ) -> ObjectRef {
+    if handle.is_null() && deleter.is_none() {
+        return make_object(
+            ti::FUNCTION,
+            ExternPayload {
+                cell: TVMFFIFunctionCell { safe_call: call, cpp_call: std::ptr::null_mut() },
+                handle,
+                call,
+                deleter,
+            },
+        );
+    }
     make_object(
         ti::FUNCTION,
         ExternPayload {

@@ -33,6 +33,12 @@ pub struct InterruptPayload {
     pub value: Any,
 }
 
+/// The built-in types whose structural children this library's traversals find themselves
+/// (their `__s_visit__` / `__s_mutate__` attributes are native hooks for C++ engines).
+pub fn native_builtin(type_index: i32) -> bool {
+    matches!(type_index, ti::ARRAY | ti::LIST | ti::MAP | ti::DICT | ti::STR | ti::BYTES | ti::BIG_INT)
+}
+
 /// The type index of `ffi.StructuralKey`.
 pub fn key_type() -> i32 {
     static T: OnceLock<i32> = OnceLock::new();

@@ -188,3 +188,27 @@ fn errors_travel_as_objects() {
     assert_eq!(error::error_parts(&raised).0, "ValueError");
     assert!(error::take_raised().is_none());
 }
+
+unsafe extern "C" fn first_arg_back(
+    handle: *mut std::ffi::c_void,
+    _args: *const TVMFFIAny,
+    _n: i32,
+    out: *mut TVMFFIAny,
+) -> i32 {
+    // SAFETY: the result cell is writable.
+    unsafe { *out = Any::int(handle as i64).into_raw() };
+    0
+}
+
+#[test]
+fn extern_c_functions_get_their_handle_or_without_one_the_function() {
+    // With a handle: the callback gets it.
+    let mut h = 7u8;
+    let hp = (&mut h as *mut u8).cast::<std::ffi::c_void>();
+    let f = function::from_extern_c(hp, first_arg_back, None);
+    assert_eq!(function::call_any(&f, &[]).unwrap().as_i64(), Some(hp as i64));
+    // Without a handle or a deleter the callback is the function's own entry (as tvm-ffi's
+    // FromExternC makes it): its first argument is the function object.
+    let g = function::from_extern_c(std::ptr::null_mut(), first_arg_back, None);
+    assert_eq!(function::call_any(&g, &[]).unwrap().as_i64(), Some(g.as_ptr() as i64));
+}

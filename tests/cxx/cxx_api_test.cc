@@ -14,9 +14,12 @@
 #include <tvm/ffi/extra/serialization.h>
 #include <tvm/ffi/extra/structural_equal.h>
 #include <tvm/ffi/extra/structural_hash.h>
+#include <tvm/ffi/extra/structural_mutate.h>
+#include <tvm/ffi/extra/structural_visit.h>
 #include <tvm/ffi/function.h>
 #include <tvm/ffi/string.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -94,6 +97,29 @@ int main(int argc, char** argv) {
   CHECK(std::string(ffi::ReprPrint(a)).find('3') != std::string::npos);
   ffi::Map<ffi::String, ffi::Any> m{{"x", 1}, {"y", ffi::Array<ffi::Any>{2, 3}}};
   CHECK(ffi::StructuralEqual::Equal(ffi::FromJSONGraph(ffi::ToJSONGraph(m)), m));
+
+  // tvm-ffi's header engines over the built-in containers (their native __s_visit__ /
+  // __s_mutate__ hooks): every string item or map value is reached, a mutation copies.
+  ffi::Array<ffi::Any> tree{ffi::String("a"), ffi::Array<ffi::Any>{ffi::String("b"), 5},
+                            ffi::Map<ffi::String, ffi::Any>{{"k", ffi::String("c")}},
+                            ffi::List<ffi::Any>{ffi::String("d")}};
+  std::vector<std::string> strings;
+  ffi::StructuralWalk<ffi::WalkOrder::kPreOrder>(tree, [&](const ffi::String& s) -> ffi::Expected<ffi::WalkResult> {
+    strings.push_back(s);
+    return ffi::WalkResult::Advance();
+  });
+  std::sort(strings.begin(), strings.end());
+  CHECK((strings == std::vector<std::string>{"a", "b", "c", "d"}));
+  ffi::Any upper = ffi::StructuralMap<ffi::WalkOrder::kPostOrder>(
+      tree, [](const ffi::String& s) -> ffi::Expected<ffi::Any> { return ffi::String(std::string(s) + "!"); });
+  CHECK(!ffi::StructuralEqual::Equal(upper, tree));
+  CHECK(tree[0].cast<ffi::String>() == "a");  // the input is untouched
+  CHECK(upper.cast<ffi::Array<ffi::Any>>()[0].cast<ffi::String>() == "a!");
+  auto upper_map = upper.cast<ffi::Array<ffi::Any>>()[2].cast<ffi::Map<ffi::String, ffi::Any>>();
+  CHECK(upper_map["k"].cast<ffi::String>() == "c!");
+  ffi::Any same = ffi::StructuralMap<ffi::WalkOrder::kPostOrder>(
+      tree, [](int64_t x) -> ffi::Expected<ffi::Any> { return x; });
+  CHECK(same.cast<ffi::Array<ffi::Any>>().same_as(tree));
 
   // context symbols
   std::vector<std::string> names;

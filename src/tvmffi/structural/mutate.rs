@@ -157,7 +157,11 @@ fn shallow_copy(o: &ObjectRef) -> FfiResult<ObjectRef> {
 /// The registered (`__s_mutate__`) or default rewrite of a value's children.
 pub fn default_mutate(m: &ObjectRef, x: Any, owned: bool) -> Mutated {
     let t = x.type_index();
-    if let Some(hook) = types::attr_value("__s_mutate__", t) {
+    if let Some(hook) = types::attr_value("__s_mutate__", t).filter(|h| {
+        // The native hooks of containers and leaves (cxx/structural_hooks.cc) serve C++
+        // engines; this traversal handles those types itself.
+        h.type_index() == ti::FUNCTION || !super::native_builtin(t)
+    }) {
         let f = hook
             .as_object()
             .filter(|f| f.type_index() == ti::FUNCTION)

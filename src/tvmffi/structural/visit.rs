@@ -187,13 +187,18 @@ pub fn visit(v: &ObjectRef, value: &Any) -> Visit {
 pub fn default_visit(v: &ObjectRef, value: &Any) -> Visit {
     let t = value.type_index();
     if let Some(hook) = types::attr_value("__s_visit__", t) {
-        return match hook.type_index() {
-            ti::FUNCTION => interrupt_of(
-                function::call_any(&hook.as_object().expect("function"), &[Any::object(v.clone()), value.clone()])?,
-                "__s_visit__",
-            ),
-            _ => Err(FfiError::type_error("__s_visit__ must be an ffi.Function for this library")),
-        };
+        match hook.type_index() {
+            ti::FUNCTION => {
+                return interrupt_of(
+                    function::call_any(&hook.as_object().expect("function"), &[Any::object(v.clone()), value.clone()])?,
+                    "__s_visit__",
+                )
+            }
+            // The containers' native hooks (cxx/structural_hooks.cc) serve C++ engines; this
+            // traversal descends into containers itself.
+            _ if super::native_builtin(t) => {}
+            _ => return Err(FfiError::type_error("__s_visit__ must be an ffi.Function for this library")),
+        }
     }
     if t < ti::STATIC_OBJECT_BEGIN {
         return Ok(None);
