@@ -55,6 +55,8 @@ echo "== the tvm-ffi ABI: apache-tvm-ffi 0.1.15's own test suite on this library
 ./scripts/test-tvm-ffi.sh
 echo "== libtvm_ffi.so and libtvm_runtime.so: one name each, both in one process, the C++ API (issue 33)"
 ./scripts/test-ffi-lib.sh
+echo "== the tvm-ffi 0.1.15 Rust crate's own tests (crates.io) on this library as libtvm_ffi.so"
+./scripts/test-tvm-ffi-rust.sh
 echo "== the Relax VM (issue 25): TVM v0.27's own Python, runtime-only, on this library"
 ./scripts/test-tvm-python.sh
 echo "== the Relax VM through the tvm-ffi C ABI: examples/relax_vm.c on every v0.27 export"

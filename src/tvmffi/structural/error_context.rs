@@ -8,7 +8,8 @@ use crate::tvmffi::any::Any;
 use crate::tvmffi::globals::{arg_any, expect_args};
 use crate::tvmffi::object::{make_object, ObjectRef};
 use crate::tvmffi::registry::Builder;
-use crate::tvmffi::{ti, FfiError, FfiResult};
+use crate::tvmffi::types::{self, TVMFFITypeMetadata};
+use crate::tvmffi::{ti, FfiError, FfiResult, TVMFFIByteArray};
 use std::sync::OnceLock;
 
 /// `VisitErrorContextObj` after the header.
@@ -149,26 +150,42 @@ pub fn find_access_paths(root: &ObjectRef, context: &ObjectRef, allow_prefix: bo
     Ok(f.results)
 }
 
+/// The type's creator: an empty context (no nodes, no earlier context).
+unsafe extern "C" fn create_context(out: *mut *mut std::ffi::c_void) -> i32 {
+    crate::tvmffi::error::safe_call(|| {
+        let o = make_object(context_type(), ContextPayload { reverse_visit_pattern: None, prev_error_context: None });
+        // SAFETY: the caller passes a writable slot.
+        unsafe { *out = o.into_raw().cast() };
+        Ok(())
+    })
+}
+
 /// Registers the type and `ffi.VisitErrorContext.FindAccessPaths`.
 pub fn register(b: &mut Builder) {
     let t = context_type();
-    reflect::def_metadata(t, 24 + std::mem::size_of::<ContextPayload>(), reflect::kind::UNSUPPORTED);
+    // As C++'s ObjectDef registers it: an empty context can be made by reflection (creator),
+    // and its fields set (`ffi.MakeObjectFromPackedArgs`).
+    let _ = types::register_metadata(
+        t,
+        &TVMFFITypeMetadata {
+            doc: TVMFFIByteArray::EMPTY,
+            creator: Some(create_context),
+            total_size: (24 + std::mem::size_of::<ContextPayload>()) as i32,
+            structural_eq_hash_kind: reflect::kind::UNSUPPORTED,
+        },
+    );
     let off = |o: usize| 24 + o;
-    reflect::def_field(
+    reflect::def_object_field(
         t,
         "reverse_visit_pattern",
         off(std::mem::offset_of!(ContextPayload, reverse_visit_pattern)),
-        8,
-        reflect::get_opt_object,
         ti::LIST,
         r#"{"type":"ffi.List","args":[{"type":"ffi.Object"}]}"#,
     );
-    reflect::def_field(
+    reflect::def_object_field(
         t,
         "prev_error_context",
         off(std::mem::offset_of!(ContextPayload, prev_error_context)),
-        8,
-        reflect::get_opt_object,
         ti::ANY,
         r#"{"type":"Optional","args":[{"type":"ffi.Object"}]}"#,
     );

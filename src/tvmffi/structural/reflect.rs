@@ -211,6 +211,37 @@ pub fn def_field_flags(
     schema: &str,
     flags: i64,
 ) {
+    def_field_full(type_index, name, (offset, size), (getter, None), static_type_index, schema, flags);
+}
+
+/// A field of an object pointer (or null) with a setter, so that reflection can fill it in
+/// (`ffi.MakeObjectFromPackedArgs`, `__ffi_init__`).
+pub fn def_object_field(type_index: i32, name: &str, offset: usize, static_type_index: i32, schema: &str) {
+    def_field_full(type_index, name, (offset, 8), (get_opt_object, Some(set_opt_object)), static_type_index, schema, 0);
+}
+
+/// Sets an object-pointer field from a value (None gives null).
+///
+/// # Safety
+/// `field` is an object-pointer field of a live object; `value` a valid view.
+unsafe extern "C" fn set_opt_object(field: *mut c_void, value: *const TVMFFIAny) -> i32 {
+    crate::tvmffi::error::safe_call(|| {
+        // SAFETY: by contract.
+        unsafe {
+            crate::tvmffi::dataclass::fields::write_field_value(field.cast(), ti::OBJECT, Any::from_view(&*value)?)
+        }
+    })
+}
+
+fn def_field_full(
+    type_index: i32,
+    name: &str,
+    (offset, size): (usize, usize),
+    (getter, setter): (crate::tvmffi::types::FieldGetter, Option<crate::tvmffi::dataclass::fields::FieldSetter>),
+    static_type_index: i32,
+    schema: &str,
+    flags: i64,
+) {
     let md = schema_metadata(schema);
     let info = TVMFFIFieldInfo {
         name: TVMFFIByteArray::of(name.as_bytes()),
@@ -221,7 +252,7 @@ pub fn def_field_flags(
         alignment: size.min(8) as i64,
         offset: offset as i64,
         getter: Some(getter),
-        setter: std::ptr::null_mut(),
+        setter: setter.map_or(std::ptr::null_mut(), |f| f as *mut c_void),
         default_value_or_factory: TVMFFIAny::NONE,
         field_static_type_index: static_type_index,
     };
