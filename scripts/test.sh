@@ -16,6 +16,8 @@ if ! ls /etc/OpenCL/vendors/*.icd >/dev/null 2>&1 || ! ldconfig -p | grep -q 'li
 fi
 # oneDNN for the BYOC DNNL runtime (opened at run time; headers for the binding checks).
 { [ -f /usr/include/oneapi/dnnl/dnnl.h ] && ldconfig -p | grep -q 'libdnnl.so.2 '; } || need_apt+=(libdnnl2 libdnnl-dev)
+# tvm-ffi's C++ suite (scripts/test-tvm-ffi-cpp.sh) builds against Debian's googletest sources.
+[ -d /usr/src/googletest ] || need_apt+=(googletest)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "== installing ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -26,6 +28,12 @@ python3 -c "import numpy, pytest" >/dev/null 2>&1 || {
   python3 -m pip install -q "numpy<3" pytest >/dev/null 2>&1 || python3 -m pip install -q --break-system-packages "numpy<3" pytest >/dev/null
 }
 rustup component list --installed 2>/dev/null | grep -q rustfmt || rustup component add rustfmt clippy >/dev/null 2>&1 || true
+
+# tvm-ffi 0.1.15's C++ suite is built once into ~/.cache (minutes on a fresh machine): started
+# now, in the background, and waited for where it runs below.
+mkdir -p build
+./scripts/test-tvm-ffi-cpp.sh --build >build/tvm-ffi-cpp-build.log 2>&1 &
+cpp_suite_build=$!
 
 echo "== cargo fmt --check"
 cargo fmt --check
@@ -57,6 +65,9 @@ echo "== libtvm_ffi.so and libtvm_runtime.so: one name each, both in one process
 ./scripts/test-ffi-lib.sh
 echo "== the tvm-ffi 0.1.15 Rust crate's own tests (crates.io) on this library as libtvm_ffi.so"
 ./scripts/test-tvm-ffi-rust.sh
+echo "== tvm-ffi 0.1.15's C++ suite (gtest) on this library as libtvm_ffi.so"
+wait "$cpp_suite_build" || { cat build/tvm-ffi-cpp-build.log >&2; exit 1; }
+./scripts/test-tvm-ffi-cpp.sh
 echo "== the Relax VM (issue 25): TVM v0.27's own Python, runtime-only, on this library"
 ./scripts/test-tvm-python.sh
 echo "== the Relax VM through the tvm-ffi C ABI: examples/relax_vm.c on every v0.27 export"

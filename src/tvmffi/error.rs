@@ -149,6 +149,35 @@ pub struct TVMFFIErrorCell {
     pub extra_context: *mut c_void,
 }
 
+/// Replaces the `extra_context` of an `ffi.Error` object (made here or in C++: the cell follows
+/// the header either way), handing back the old one; what tvm-ffi's `UpdateVisitErrorContext`
+/// does in place.
+pub fn swap_extra_context(error: &ObjectRef, new: Option<ObjectRef>) -> FfiResult<Option<ObjectRef>> {
+    if error.type_index() != super::ti::ERROR {
+        return Err(FfiError::type_error("expected an ffi.Error"));
+    }
+    let new = new.map_or(std::ptr::null_mut(), |o| o.into_raw().cast::<c_void>());
+    // SAFETY: an ffi.Error object holds a TVMFFIErrorCell right after its header; the cell owns
+    // one reference to its extra context, which moves to the caller.
+    unsafe {
+        let cell = (error.as_ptr() as *mut u8).add(24).cast::<TVMFFIErrorCell>();
+        let old = std::mem::replace(&mut (*cell).extra_context, new);
+        Ok(ObjectRef::from_raw(old.cast()))
+    }
+}
+
+/// The `extra_context` of an `ffi.Error` object (a new reference), if any.
+pub fn extra_context(error: &ObjectRef) -> Option<ObjectRef> {
+    if error.type_index() != super::ti::ERROR {
+        return None;
+    }
+    // SAFETY: as in swap_extra_context; the pointer is borrowed and retained.
+    unsafe {
+        let cell = (error.as_ptr() as *const u8).add(24).cast::<TVMFFIErrorCell>();
+        ObjectRef::from_borrowed((*cell).extra_context.cast())
+    }
+}
+
 /// The error object's payload: the cell, then the storage it points into.
 #[repr(C)]
 pub struct ErrorPayload {

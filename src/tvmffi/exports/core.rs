@@ -485,6 +485,10 @@ pub unsafe extern "C" fn TVMFFIHandleInitOnce(
     if rc != 0 {
         return rc;
     }
+    if h.is_null() {
+        // A NULL handle would read as "not yet initialized" forever (tvm-ffi refuses it too).
+        return FfiError::runtime("TVMFFIHandleInitOnce: the init function returned a NULL handle").raise();
+    }
     slot.store(h, std::sync::atomic::Ordering::Release);
     0
 }

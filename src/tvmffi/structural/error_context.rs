@@ -33,6 +33,37 @@ pub fn make_context(nodes: Vec<Any>) -> FfiResult<ObjectRef> {
     Ok(make_object(context_type(), ContextPayload { reverse_visit_pattern: Some(list), prev_error_context: None }))
 }
 
+/// `UpdateVisitErrorContext`: names `node` (an object; other values add nothing) in the
+/// error's `ffi.VisitErrorContext`: appended to the one it has, or in a new one that keeps the
+/// error's earlier context. The error object is changed in place, as tvm-ffi does while an
+/// error travels up a traversal.
+pub fn annotate(err: FfiError, node: &Any) -> FfiError {
+    let Some(node) = node.as_object() else { return err };
+    if err.is_env_signal() {
+        return err;
+    }
+    let obj = err.into_object();
+    let ctx = crate::tvmffi::error::extra_context(&obj);
+    if let Some(c) = ctx.as_ref().filter(|c| c.type_index() == context_type()) {
+        // SAFETY: an ffi.VisitErrorContext made here or by C++ has this layout.
+        let p = unsafe { c.payload::<ContextPayload>() };
+        if let Some(list) = &p.reverse_visit_pattern {
+            if crate::tvmffi::containers::list::list_append(list, Any::object(node.clone())).is_ok() {
+                return FfiError::from_object(obj);
+            }
+        }
+    }
+    if let Ok(list) = cont::make_list(vec![Any::object(node)])
+        .and_then(|l| l.into_object().map_err(|_| FfiError::runtime("ffi.List")))
+    {
+        let c =
+            make_object(context_type(), ContextPayload { reverse_visit_pattern: Some(list), prev_error_context: ctx });
+        // The old context moved into the new one (`ctx` above is its own reference).
+        drop(crate::tvmffi::error::swap_extra_context(&obj, Some(c)));
+    }
+    FfiError::from_object(obj)
+}
+
 struct Finder {
     records: Vec<ObjectRef>,
     allow_prefix: bool,

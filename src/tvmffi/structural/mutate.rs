@@ -7,6 +7,7 @@
 
 use super::cont;
 use super::equal::region;
+use super::error_context;
 use super::reflect::{self, kind};
 use super::visit::{callback_entries, type_match};
 use crate::tvmffi::any::{Any, TVMFFIAny};
@@ -87,14 +88,27 @@ fn unique(v: &Any) -> bool {
     v.as_object().map_or(true, |o| o.use_count() <= 2)
 }
 
+/// A callback's answer as tvm-ffi's `Expected<Any>` reads it: an `ffi.Error` returned is a
+/// failure, `ffi.Unchanged` keeps the value; a failure names `x` in its visit error context.
+fn callback_result(r: FfiResult<Any>, x: &Any) -> FfiResult<Option<Any>> {
+    match r {
+        Ok(v) if v.type_index() == ti::ERROR => {
+            Err(error_context::annotate(FfiError::from_object(v.as_object().expect("error object")), x))
+        }
+        Ok(v) if v.type_index() == ti::UNCHANGED => Ok(None),
+        Ok(v) => Ok(Some(v)),
+        Err(e) => Err(error_context::annotate(e, x)),
+    }
+}
+
 fn map_callback(m: &ObjectRef, x: &Any) -> FfiResult<Option<Any>> {
     let Mode::Map { plain, with_kind, .. } = &payload(m).mode else { return Ok(None) };
     let t = x.type_index();
     if let Some((_, f, _)) = plain.iter().find(|e| type_match(t, e.0)) {
-        return Ok(Some(function::call_any(f, std::slice::from_ref(x))?));
+        return callback_result(function::call_any(f, std::slice::from_ref(x)), x);
     }
     if let Some((_, f, _)) = with_kind.iter().find(|e| type_match(t, e.0)) {
-        return Ok(Some(function::call_any(f, &[x.clone(), Any::int(payload(m).region.get() as i64)])?));
+        return callback_result(function::call_any(f, &[x.clone(), Any::int(payload(m).region.get() as i64)]), x);
     }
     Ok(None)
 }
@@ -130,8 +144,7 @@ pub fn mutate(m: &ObjectRef, x: Any, owned: bool) -> Mutated {
                     if *with_mode {
                         args.push(Any::int(owned as i64));
                     }
-                    let r = function::call_any(f, &args)?;
-                    let r = if r.type_index() == ti::UNCHANGED { x.clone() } else { r };
+                    let r = callback_result(function::call_any(f, &args), &x)?.unwrap_or_else(|| x.clone());
                     Ok(changed(&x, r))
                 }
                 None => default_mutate(m, x, owned),
@@ -166,15 +179,18 @@ pub fn default_mutate(m: &ObjectRef, x: Any, owned: bool) -> Mutated {
             .as_object()
             .filter(|f| f.type_index() == ti::FUNCTION)
             .ok_or_else(|| FfiError::type_error("__s_mutate__ must be an ffi.Function for this library"))?;
-        let r = function::call_any(&f, &[Any::object(m.clone()), x.clone()])?;
-        return Ok(if r.type_index() == ti::UNCHANGED { None } else { changed(&x, r) });
+        let r = callback_result(function::call_any(&f, &[Any::object(m.clone()), x.clone()]), &x)?;
+        return Ok(r.and_then(|r| changed(&x, r)));
     }
     if t < ti::STATIC_OBJECT_BEGIN {
         return Ok(None);
     }
     let o = x.as_object().expect("object");
     let addr = o.as_ptr() as usize;
-    payload(m).active.run(addr, "structural mutate", || default_mutate_object(m, x.clone(), t, &o, owned))
+    payload(m)
+        .active
+        .run(addr, "structural mutate", || default_mutate_object(m, x.clone(), t, &o, owned))
+        .map_err(|e| error_context::annotate(e, &x))
 }
 
 fn default_mutate_object(m: &ObjectRef, x: Any, t: i32, o: &ObjectRef, owned: bool) -> Mutated {

@@ -5,6 +5,7 @@
 
 use super::cont;
 use super::equal::region;
+use super::error_context;
 use super::reflect::{self, kind};
 use crate::tvmffi::any::{Any, TVMFFIAny};
 use crate::tvmffi::globals::{arg_any, expect_args};
@@ -120,13 +121,25 @@ enum Step {
     Stop(ObjectRef),
 }
 
+/// A callback's answer as tvm-ffi's `Expected` reads it (an `ffi.Error` returned is a failure);
+/// a failure names `value` in its visit error context.
+fn called(r: FfiResult<Any>, value: &Any) -> FfiResult<Any> {
+    match r {
+        Ok(v) if v.type_index() == ti::ERROR => {
+            Err(error_context::annotate(FfiError::from_object(v.as_object().expect("error object")), value))
+        }
+        Ok(v) => Ok(v),
+        Err(e) => Err(error_context::annotate(e, value)),
+    }
+}
+
 fn walk_callback(v: &ObjectRef, value: &Any) -> FfiResult<Step> {
     let Mode::Walk { plain, with_kind, .. } = &payload(v).mode else { return Ok(Step::Advance) };
     let t = value.type_index();
     let r = if let Some((_, f, _)) = plain.iter().find(|e| type_match(t, e.0)) {
-        function::call_any(f, std::slice::from_ref(value))?
+        called(function::call_any(f, std::slice::from_ref(value)), value)?
     } else if let Some((_, f, _)) = with_kind.iter().find(|e| type_match(t, e.0)) {
-        function::call_any(f, &[value.clone(), Any::int(payload(v).region.get() as i64)])?
+        called(function::call_any(f, &[value.clone(), Any::int(payload(v).region.get() as i64)]), value)?
     } else {
         return Ok(Step::Advance);
     };
@@ -174,7 +187,7 @@ pub fn visit(v: &ObjectRef, value: &Any) -> Visit {
             let t = value.type_index();
             match callbacks.iter().find(|e| type_match(t, e.0)) {
                 Some((_, f, _)) => interrupt_of(
-                    function::call_any(f, &[value.clone(), Any::object(v.clone())])?,
+                    called(function::call_any(f, &[value.clone(), Any::object(v.clone())]), value)?,
                     "structural visit callback",
                 ),
                 None => default_visit(v, value),
@@ -190,7 +203,13 @@ pub fn default_visit(v: &ObjectRef, value: &Any) -> Visit {
         match hook.type_index() {
             ti::FUNCTION => {
                 return interrupt_of(
-                    function::call_any(&hook.as_object().expect("function"), &[Any::object(v.clone()), value.clone()])?,
+                    called(
+                        function::call_any(
+                            &hook.as_object().expect("function"),
+                            &[Any::object(v.clone()), value.clone()],
+                        ),
+                        value,
+                    )?,
                     "__s_visit__",
                 )
             }
@@ -204,7 +223,10 @@ pub fn default_visit(v: &ObjectRef, value: &Any) -> Visit {
         return Ok(None);
     }
     let o = value.as_object().expect("object");
-    payload(v).active.run(o.as_ptr() as usize, "structural visit", || default_visit_object(v, t, &o))
+    payload(v)
+        .active
+        .run(o.as_ptr() as usize, "structural visit", || default_visit_object(v, t, &o))
+        .map_err(|e| error_context::annotate(e, value))
 }
 
 fn default_visit_object(v: &ObjectRef, t: i32, o: &ObjectRef) -> Visit {
