@@ -9,7 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS="${ROUNDS:-5}"
 cargo build --release --quiet
-ours="$(./scripts/tvm-ffi-venv.sh "$PWD/build/tvm-ffi-venv")"
+ffi_lib="$(./scripts/libtvm-ffi.sh)"
+ours="$(./scripts/tvm-ffi-venv.sh "$PWD/build/tvm-ffi-venv" "$ffi_lib")"
 theirs="$(TVM_FFI_REFERENCE=1 ./scripts/tvm-ffi-venv.sh "$PWD/build/tvm-ffi-venv-ref")"
 wheel_lib="$(dirname "$theirs")/../tvm-ffi-wheel-lib/libtvm_ffi.so"
 mkdir -p build/bench
@@ -19,7 +20,7 @@ out=build/bench/tvm-ffi.txt
 for _ in $(seq "$ROUNDS"); do
   "$ours" benches/tvm_ffi_bench.py "$@" | sed 's/^/ours /' >>"$out"
   "$theirs" benches/tvm_ffi_bench.py "$@" | sed 's/^/tvm /' >>"$out"
-  echo "ours c_function_call $(build/bench/tvm_ffi_call "$PWD/target/release/libtvm_runtime.so")" >>"$out"
+  echo "ours c_function_call $(build/bench/tvm_ffi_call "$ffi_lib")" >>"$out"
   echo "tvm c_function_call $(build/bench/tvm_ffi_call "$wheel_lib")" >>"$out"
 done
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }

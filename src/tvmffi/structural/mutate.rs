@@ -443,6 +443,59 @@ mod tests {
     }
 
     #[test]
+    fn callbacks_answer_as_expected_does() {
+        // ffi.Unchanged from an array callback keeps the array, and (pre-order) its descent.
+        let unchanged = function::from_fn(|_| {
+            // SAFETY: a POD cell of ffi.Unchanged (no payload).
+            Ok(unsafe { Any::from_raw(TVMFFIAny::with_bits(ti::UNCHANGED, 0)) })
+        });
+        let mut cbs = vec![(ti::ARRAY, unchanged, false)];
+        cbs.extend(add_one());
+        let root = cont::make_array(vec![Any::int(1)]);
+        let keep = root.clone();
+        for pre in [true, false] {
+            let m = new_mutator(Mode::Map { pre, plain: cbs.clone(), with_kind: Vec::new() });
+            let out = run(&m, root.clone()).unwrap();
+            assert_eq!(cont::seq(&out.as_object().unwrap())[0].as_i64(), Some(2));
+        }
+        assert_eq!(cont::seq(&keep.as_object().unwrap())[0].as_i64(), Some(1));
+        // An ffi.Error returned by a callback fails the map, naming the node it ran on (the
+        // array as descended: post-order) and then nothing above it.
+        let fail = function::from_fn(|_| Ok(Any::object(FfiError::value("returned failure").into_object())));
+        let mut cbs = vec![(ti::ARRAY, fail, false)];
+        cbs.extend(add_one());
+        let m = new_mutator(Mode::Map { pre: false, plain: cbs, with_kind: Vec::new() });
+        let err = run(&m, root.clone()).unwrap_err();
+        assert_eq!(err.message(), "returned failure");
+        let ctx = crate::tvmffi::error::extra_context(&err.into_object()).expect("a visit error context");
+        assert_eq!(ctx.type_index(), error_context::context_type());
+        // SAFETY: an ffi.VisitErrorContext.
+        let nodes = unsafe { ctx.payload::<error_context::ContextPayload>() }.reverse_visit_pattern.clone().unwrap();
+        let nodes = cont::seq(&nodes).to_vec();
+        assert_eq!(nodes.len(), 1);
+        let descended = nodes[0].as_object().unwrap();
+        assert_eq!(cont::seq(&descended)[0].as_i64(), Some(2));
+    }
+
+    #[test]
+    fn errors_name_the_failing_node_and_its_ancestors() {
+        let boom = function::from_fn(|_| Err(FfiError::value("boom")));
+        let inner = cont::make_array(vec![Any::string("x")]);
+        let root = cont::make_array(vec![inner.clone()]);
+        let m = new_mutator(Mode::Map { pre: true, plain: vec![(ti::STR, boom, false)], with_kind: Vec::new() });
+        let err = run(&m, root.clone()).unwrap_err();
+        let ctx = crate::tvmffi::error::extra_context(&err.into_object()).unwrap();
+        // SAFETY: an ffi.VisitErrorContext.
+        let nodes = unsafe { ctx.payload::<error_context::ContextPayload>() }.reverse_visit_pattern.clone().unwrap();
+        let nodes = cont::seq(&nodes).to_vec();
+        // Innermost first; the failing "x" is a small string in its cell, not an object, so
+        // (as in tvm-ffi) the arrays around it are what the context names.
+        assert_eq!(nodes.len(), 2);
+        assert!(nodes[0].as_object().unwrap().same_as(&inner.as_object().unwrap()));
+        assert!(nodes[1].as_object().unwrap().same_as(&root.as_object().unwrap()));
+    }
+
+    #[test]
     fn owned_arrays_change_in_place() {
         let root = cont::make_array(vec![Any::int(1)]);
         let ptr = root.raw().bits();
