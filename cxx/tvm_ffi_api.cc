@@ -193,43 +193,44 @@ using tvm_rt_cxx::Ref;
 
 // ---- ModuleObj: the non-virtual lookups through imports, and the defaults of the import list.
 
+// The module's own answer (`own()`), else, with `query_imports`, the first of its imports'
+// (depth first, through `nested(import)`); a default R (nullopt, false) when none has one.
+template <typename R, typename Own, typename Nested>
+static R LookUp(const Array<Any>& imports, bool query_imports, Own own, Nested nested) {
+  if (R r = own()) return r;
+  if (query_imports) {
+    for (const Any& imp : imports) {
+      if (R r = nested(imp.cast<Module>())) return r;
+    }
+  }
+  return R();
+}
+
 Optional<Function> ModuleObj::GetFunction(const String& name, bool query_imports) {
   if (IsRustModule(this)) {
     return Global("ffi.ModuleGetFunction")(Ref(this), name, query_imports).cast<Optional<Function>>();
   }
-  if (Optional<Function> f = this->GetFunction(name)) return f;
-  if (query_imports) {
-    for (const Any& imp : imports_) {
-      if (Optional<Function> f = imp.cast<Module>()->GetFunction(name, true)) return f;
-    }
-  }
-  return std::nullopt;
+  return LookUp<Optional<Function>>(
+      imports_, query_imports, [&] { return this->GetFunction(name); },
+      [&](const Module& m) { return m->GetFunction(name, true); });
 }
 
 bool ModuleObj::ImplementsFunction(const String& name, bool query_imports) {
   if (IsRustModule(this)) {
     return Global("ffi.ModuleImplementsFunction")(Ref(this), name, query_imports).cast<bool>();
   }
-  if (this->ImplementsFunction(name)) return true;
-  if (query_imports) {
-    for (const Any& imp : imports_) {
-      if (imp.cast<Module>()->ImplementsFunction(name, true)) return true;
-    }
-  }
-  return false;
+  return LookUp<bool>(
+      imports_, query_imports, [&] { return this->ImplementsFunction(name); },
+      [&](const Module& m) { return m->ImplementsFunction(name, true); });
 }
 
 Optional<String> ModuleObj::GetFunctionDoc(const String& name, bool query_imports) {
   if (IsRustModule(this)) {
     return Global("ffi.ModuleGetFunctionDoc")(Ref(this), name, query_imports).cast<Optional<String>>();
   }
-  if (Optional<String> d = this->GetFunctionDoc(name)) return d;
-  if (query_imports) {
-    for (const Any& imp : imports_) {
-      if (Optional<String> d = imp.cast<Module>()->GetFunctionDoc(name, true)) return d;
-    }
-  }
-  return std::nullopt;
+  return LookUp<Optional<String>>(
+      imports_, query_imports, [&] { return this->GetFunctionDoc(name); },
+      [&](const Module& m) { return m->GetFunctionDoc(name, true); });
 }
 
 Optional<String> ModuleObj::GetFunctionMetadata(const String& name, bool query_imports) {
@@ -237,13 +238,9 @@ Optional<String> ModuleObj::GetFunctionMetadata(const String& name, bool query_i
     return Global("ffi.ModuleGetFunctionMetadata")(Ref(this), name, query_imports)
         .cast<Optional<String>>();
   }
-  if (Optional<String> d = this->GetFunctionMetadata(name)) return d;
-  if (query_imports) {
-    for (const Any& imp : imports_) {
-      if (Optional<String> d = imp.cast<Module>()->GetFunctionMetadata(name, true)) return d;
-    }
-  }
-  return std::nullopt;
+  return LookUp<Optional<String>>(
+      imports_, query_imports, [&] { return this->GetFunctionMetadata(name); },
+      [&](const Module& m) { return m->GetFunctionMetadata(name, true); });
 }
 
 // Whether `target` is `from` or among its imports, transitively.
