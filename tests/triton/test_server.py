@@ -241,6 +241,30 @@ def server(tmp_path_factory):
     print(Path(s.log_path).read_text()[-3000:])
 
 
+def unload_and_wait(client, name, timeout=30):
+    """Unloads `name` and waits until Triton has destroyed it, not only marked it unready
+    (the repository index says UNAVAILABLE once the model is gone).
+
+    First a pause: Triton (2.51, and its core's main branch alike) has a race of its own here.
+    An instance's backend thread takes the instance out of its `model_instances_` deque while
+    it runs a payload (the load's INIT and WARM_UP, an inference) and puts it back only after
+    the payload has signalled its waiter or sent its responses; an unload that comes in that
+    window runs `TritonBackendThread::StopBackendThread`, which reads `model_instances_.back()`
+    unlocked, finds the deque empty and the server dies of a SIGSEGV (seen in this suite: the
+    core dump's crashing thread is Triton's ModelDeleter, no backend frame on it). No backend
+    can close that window; a client that unloads right after a response can hit it.
+    """
+    time.sleep(0.25)
+    client.unload_model(name)
+    deadline, state = time.time() + timeout, None
+    while time.time() < deadline:
+        state = {m["name"]: m for m in client.get_model_repository_index()}.get(name, {}).get("state")
+        if state == "UNAVAILABLE":
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"{name} not unloaded in {timeout} s (state {state!r})")
+
+
 def stats_at_least(server, model, count, timeout=20):
     """The model's statistics once its inference_count reaches `count` (the server may update
     them a moment after the responses went out)."""
@@ -450,10 +474,7 @@ def test_unload_and_reload(server):
     client = server.client
     ins, outs, rtol, atol = expected("mlp_v018")
     for _ in range(3):
-        client.unload_model("mlp_v018")
-        deadline = time.time() + 30
-        while client.is_model_ready("mlp_v018") and time.time() < deadline:
-            time.sleep(0.1)
+        unload_and_wait(client, "mlp_v018")
         assert not client.is_model_ready("mlp_v018")
         with pytest.raises(InferenceServerException):
             infer_http(server, "mlp_v018", ins)
@@ -467,10 +488,7 @@ def test_load_unload_cycles_do_not_grow_memory(server):
 
     def cycle():
         client.load_model("mlp_v018")
-        client.unload_model("mlp_v018")
-        deadline = time.time() + 30
-        while client.is_model_ready("mlp_v018") and time.time() < deadline:
-            time.sleep(0.05)
+        unload_and_wait(client, "mlp_v018")
 
     for _ in range(5):
         cycle()
@@ -499,8 +517,7 @@ def test_instances_share_the_weights(server):
         for _ in range(4):
             np.testing.assert_allclose(infer_http(server, name, x)[0], want, rtol=1e-4, atol=1e-4)
         deltas[name] = server.rss_kib() - before
-        client.unload_model(name)
-        time.sleep(1)
+        unload_and_wait(client, name)
     params_kib = 11_700_000 * 4 // 1024  # resnet18: 11.7 M float32 parameters
     extra = deltas["resnet_x4"] - deltas["resnet_x1"]
     print(f"resident memory added by resnet18 with 1 / 4 instances: {deltas} KiB")
