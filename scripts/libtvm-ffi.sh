@@ -16,13 +16,23 @@ for f in "$lib" "$archive"; do
   [ -f "$f" ] || { echo "libtvm-ffi.sh: $f is missing (cargo build first)" >&2; exit 1; }
 done
 mkdir -p "$out"
+
+want_cxx="${TVM_RT_CXX_API:-auto}"
+inc=""
+[ "$want_cxx" = 0 ] || inc="$(scripts/tvm-ffi-headers.sh || true)"
+# Up to date: newer than every input, made with the same C++ choice and headers.
+stamp="$out/.libtvm_ffi.inputs"
+inputs="headers=$inc c++=$(command -v c++ || true)"
+if { [ "$want_cxx" != 1 ] || [ -n "$inc" ]; } && [ -f "$out/libtvm_ffi.so" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$inputs" ] \
+  && [ -z "$(find "$lib" "$archive" cxx scripts/libtvm-ffi.sh -newer "$out/libtvm_ffi.so" -print -quit)" ]; then
+  echo "$out/libtvm_ffi.so"
+  exit 0
+fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-want_cxx="${TVM_RT_CXX_API:-auto}"
 cxx_obj=""
 if [ "$want_cxx" != 0 ]; then
-  inc="$(scripts/tvm-ffi-headers.sh || true)"
   if [ -n "$inc" ] && command -v c++ >/dev/null 2>&1; then
     for src in cxx/*.cc; do
       c++ -std=c++17 -O2 -fPIC -Wall -I "$inc" -c "$src" -o "$work/$(basename "$src" .cc).o"
@@ -66,4 +76,5 @@ $linker -shared -o "$work/libtvm_ffi.so" -Wl,-soname,libtvm_ffi.so -Wl,--version
   -Wl,--gc-sections -Wl,-z,relro,-z,now -s \
   ${cxx_obj:+"$cxx_obj"} "$work"/objs/*.o "$archive" "${libs[@]}"
 mv -f "$work/libtvm_ffi.so" "$out/libtvm_ffi.so"
+printf '%s' "$inputs" >"$stamp"
 echo "$out/libtvm_ffi.so"
