@@ -96,7 +96,7 @@ fn feed(target: &str, data: &[u8]) -> std::result::Result<bool, String> {
             }
             true
         }
-        "relax_library_bin" => tvm_runtime::relax::format::LibraryBin::parse(data).is_ok(),
+        "relax_library_bin" => tvm_runtime::module::library_bin::LibraryBin::parse(data).is_ok(),
         "relax_executable" => tvm_runtime::relax::executable::Executable::load(data).is_ok(),
         other => return Err(format!("no fuzz target {other}")),
     };

@@ -30,9 +30,10 @@ int __tvm_ffi__doc_add_one(void* h, const Any* args, int32_t n, Any* out) {
 "#;
 
 // A library binary whose import tree is the library module alone.
+// The size header counts the bytes after it (44), as TVM's writer does.
 const BIN: &str = r#"
 const unsigned char __tvm_ffi__library_bin[] = {
-  52,0,0,0,0,0,0,0,
+  44,0,0,0,0,0,0,0,
   2,0,0,0,0,0,0,0, 0,0,0,0,0,0,0,0, 0,0,0,0,0,0,0,0,
   0,0,0,0,0,0,0,0,
   4,0,0,0,0,0,0,0, '_','l','i','b'

@@ -373,7 +373,7 @@ pub fn vm_executable(data: &[u8]) {
 /// tree of a TVM v0.22+ export) through the tree parser; a parsed tree writes back to exactly the
 /// bytes it covers, and each `relax.VMExecutable` in it goes through [`relax_executable`].
 pub fn relax_library_bin(data: &[u8]) {
-    use tvm_runtime::relax::format::{LibraryBin, VM_EXECUTABLE_KIND};
+    use tvm_runtime::module::library_bin::{LibraryBin, VM_EXECUTABLE_KIND};
     let Ok(bin) = LibraryBin::parse(data) else { return };
     let out = bin.to_bytes();
     assert_eq!(out[..], data[..out.len()], "a parsed tree writes back differently");

@@ -53,12 +53,7 @@ use std::ffi::c_void;
 /// The symbol holding the blob.
 pub const BLOB_SYMBOL: &str = "__tvm_dev_mblob";
 
-/// The deepest import chain a blob may build (TVM's exports nest 3 deep).
-pub const MAX_IMPORT_DEPTH: usize = 256;
-
-/// The most modules an import tree may unfold to, counting a module imported along several
-/// paths once per path (what a failed function lookup visits).
-pub const MAX_IMPORT_PATHS: u64 = 1 << 16;
+pub use super::import_tree::{MAX_IMPORT_DEPTH, MAX_IMPORT_PATHS};
 
 /// The prefix of the loader globals.
 pub const LOADER_PREFIX: &str = "runtime.module.loadbinary_";
@@ -281,117 +276,6 @@ pub fn load_bytes(key: &str, bytes: &[u8]) -> Option<Result<Module>> {
     Some(call_loader(&name, &loader, key, bytes, None).map(|(m, _)| m))
 }
 
-/// Checks an import tree (CSR `row_ptr`/`child` over `n` modules): shape, index ranges, no
-/// cycles, and exactly one root, module 0. Returns each module's children.
-fn check_tree(n: usize, row_ptr: &[u64], child: &[u64], keys: &[String]) -> Result<Vec<Vec<usize>>> {
-    if n == 0 {
-        return Err(Error::value("modules cannot be empty when import tree is present"));
-    }
-    if row_ptr.len() != n + 1 {
-        return Err(Error::value(format!(
-            "import tree: {} row pointers for {n} modules (expected {})",
-            row_ptr.len(),
-            n + 1
-        )));
-    }
-    let bad = |m: String| Error::value(format!("import tree: {m}"));
-    if row_ptr[0] != 0 || row_ptr[n] != child.len() as u64 {
-        return Err(bad(format!(
-            "row pointers must run from 0 to the number of child indices ({}), not {} to {}",
-            child.len(),
-            row_ptr[0],
-            row_ptr[n]
-        )));
-    }
-    // Every row must be checked before any is used: with the ends pinned to 0 and the child
-    // count, non-decreasing pointers keep every row inside `child`.
-    if let Some(i) = row_ptr.windows(2).position(|w| w[0] > w[1]) {
-        return Err(bad(format!("row pointers decrease at module {i} ({} > {})", row_ptr[i], row_ptr[i + 1])));
-    }
-    let mut children = Vec::with_capacity(n);
-    let mut indegree = vec![0usize; n];
-    for i in 0..n {
-        let (a, b) = (row_ptr[i], row_ptr[i + 1]);
-        let kids = child[a as usize..b as usize]
-            .iter()
-            .map(|&c| {
-                usize::try_from(c).ok().filter(|&c| c < n).ok_or_else(|| {
-                    bad(format!("module {i} ({}) imports module {c}, but there are only {n} modules", keys[i]))
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        for &c in &kids {
-            indegree[c] += 1;
-        }
-        children.push(kids);
-    }
-    // Cycles: iterative depth-first search with three colours; `finished` is the post-order.
-    let mut state = vec![0u8; n]; // 0 new, 1 on the stack, 2 done
-    let mut finished = Vec::with_capacity(n);
-    for start in 0..n {
-        if state[start] != 0 {
-            continue;
-        }
-        let mut stack = vec![(start, 0usize)];
-        state[start] = 1;
-        while let Some(&mut (v, ref mut next)) = stack.last_mut() {
-            if let Some(&c) = children[v].get(*next) {
-                *next += 1;
-                match state[c] {
-                    0 => {
-                        state[c] = 1;
-                        stack.push((c, 0));
-                    }
-                    1 => {
-                        return Err(bad(format!(
-                            "cycle: module {v} ({}) imports module {c} ({}), which imports it back",
-                            keys[v], keys[c]
-                        )))
-                    }
-                    _ => {}
-                }
-            } else {
-                state[v] = 2;
-                finished.push(v);
-                stack.pop();
-            }
-        }
-    }
-    if indegree[0] != 0 {
-        return Err(bad(format!("module 0 ({}) must be the root, but another module imports it", keys[0])));
-    }
-    if let Some(orphan) = (1..n).find(|&i| indegree[i] == 0) {
-        return Err(bad(format!(
-            "module {orphan} ({}) is imported by no module; the tree must have exactly one root, module 0",
-            keys[orphan]
-        )));
-    }
-    // Nesting: lookups and releases walk the tree recursively, and a module imported along many
-    // paths is walked once per path, so both the depth and the unfolded size are bounded.
-    let mut paths = vec![0u64; n];
-    let mut depth = vec![0usize; n];
-    paths[0] = 1;
-    for &v in finished.iter().rev() {
-        for &c in &children[v] {
-            paths[c] = paths[c].saturating_add(paths[v]);
-            depth[c] = depth[c].max(depth[v] + 1);
-        }
-    }
-    if let Some((deep, &d)) = depth.iter().enumerate().find(|(_, &d)| d > MAX_IMPORT_DEPTH) {
-        return Err(bad(format!(
-            "module {deep} ({}) is nested {d} imports deep, more than {MAX_IMPORT_DEPTH}",
-            keys[deep]
-        )));
-    }
-    let unfolded = paths.iter().fold(0u64, |a, &p| a.saturating_add(p));
-    if unfolded > MAX_IMPORT_PATHS {
-        return Err(bad(format!(
-            "modules imported along many paths unfold to {unfolded} modules, more than {MAX_IMPORT_PATHS}"
-        )));
-    }
-    Ok(children)
-}
-
 /// Builds the module tree of a blob payload (formats.md §5.3). `make_lib` makes a new library
 /// module for the DSO (for `_lib`, and as the root of legacy blobs).
 pub fn process(payload: &[u8], make_lib: &dyn Fn() -> Module) -> Result<LoadedBlob> {
@@ -459,7 +343,7 @@ pub fn process_in(payload: &[u8], make_lib: &dyn Fn() -> Module, region: Option<
             Ok(LoadedBlob { dso_module: Some(root.clone()), root })
         }
         Some((row_ptr, child)) => {
-            let children = check_tree(modules.len(), &row_ptr, &child, &keys)?;
+            let children = super::import_tree::check(modules.len(), &row_ptr, &child, &keys)?;
             for (i, kids) in children.iter().enumerate() {
                 for &c in kids {
                     modules[i].import(modules[c].clone())?;

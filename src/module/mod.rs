@@ -6,7 +6,9 @@ pub mod blob;
 pub mod dso;
 pub mod elf;
 pub mod globals;
+pub mod import_tree;
 pub mod library;
+pub mod library_bin;
 pub mod memory;
 pub mod system_lib;
 

@@ -19,7 +19,8 @@
 pub mod builtins;
 pub mod classic;
 pub mod executable;
-pub mod format;
+/// `__tvm_ffi__library_bin`, now part of the core: [`crate::module::library_bin`].
+pub use crate::module::library_bin as format;
 pub mod kv;
 pub mod kv_cache;
 pub mod objects;

@@ -44,11 +44,10 @@
 //!
 //! TVM's reader trusts the bytes beyond a bounds check per read. [`LibraryBin::parse`] also
 //! refuses what TVM's writer never produces and what would make the tree unsound: a length
-//! past the end, an empty tree, row pointers that do not start at 0, go backwards or disagree with
-//! the child count, a child index that is not greater than its parent's (TVM's serializer numbers
-//! modules in topological order and refuses cycles, so a tree that breaks this order has a cycle
-//! or was not written by TVM), repeated children, more than one `_lib`, an empty or non-UTF-8
-//! kind, and bytes left over after the last module.
+//! past the end, an empty tree, row pointers that do not start at 0 or disagree with the child
+//! count, more than one `_lib`, an empty or non-UTF-8 kind, bytes left over after the last
+//! module, and every import tree [`super::import_tree::check`] refuses (indices out of range,
+//! cycles, modules nobody imports, chains too deep), the same checks as the classic blob's.
 
 use crate::error::{Error, Result};
 use crate::io::{Reader, Writer};
@@ -69,7 +68,7 @@ pub struct ModuleEntry<'a> {
     pub kind: &'a str,
     /// The module's serialized bytes (`None` for `_lib`).
     pub payload: Option<&'a [u8]>,
-    /// Indices of the modules it imports, in import order (each greater than its own index).
+    /// Indices of the modules it imports, in import order.
     pub imports: Vec<usize>,
 }
 
@@ -131,32 +130,6 @@ impl<'a> LibraryBin<'a> {
         let mut modules = Vec::with_capacity(count);
         let mut lib_at = None;
         for i in 0..count {
-            let (lo, hi) = (indptr[i], indptr[i + 1]);
-            if lo > hi {
-                return Err(bad(format!("module {i}: row pointers go backwards ({lo} then {hi})")));
-            }
-            // hi <= indptr[count] = children.len() is checked once all pointers are seen to rise;
-            // here lo <= hi and the last one is the length, so the slice is in range when every
-            // step rises. Check it directly anyway.
-            let slice = children
-                .get(lo as usize..hi as usize)
-                .ok_or_else(|| bad(format!("module {i}: row pointers {lo}..{hi} run past the child indices")))?;
-            let mut imports = Vec::with_capacity(slice.len());
-            for &c in slice {
-                let c = usize::try_from(c)
-                    .ok()
-                    .filter(|&c| c < count)
-                    .ok_or_else(|| bad(format!("module {i} imports module {c}, but the tree has {count} modules")))?;
-                if c <= i {
-                    return Err(bad(format!(
-                        "module {i} imports module {c}: imports must come after their importer (a cycle?)"
-                    )));
-                }
-                if imports.last().is_some_and(|&p| c <= p) {
-                    return Err(bad(format!("module {i} imports module {c} twice or out of order")));
-                }
-                imports.push(c);
-            }
             let kind_bytes = r.str_bytes().map_err(|e| e.context(format!("module {i}'s kind")))?;
             let kind = std::str::from_utf8(kind_bytes).map_err(|_| bad(format!("module {i}'s kind is not UTF-8")))?;
             if kind.is_empty() {
@@ -170,10 +143,16 @@ impl<'a> LibraryBin<'a> {
             } else {
                 Some(r.str_bytes().map_err(|e| e.context(format!("module {i} ({kind})'s bytes")))?)
             };
-            modules.push(ModuleEntry { kind, payload, imports });
+            modules.push(ModuleEntry { kind, payload, imports: Vec::new() });
         }
         if r.remaining() != 0 {
             return Err(bad(format!("{} bytes left over after the last module", r.remaining())));
+        }
+        let kinds: Vec<&str> = modules.iter().map(|m| m.kind).collect();
+        let imports = super::import_tree::check(count, &indptr, &children, &kinds)
+            .map_err(|e| e.context(format!("invalid {LIBRARY_BIN_SYMBOL}")))?;
+        for (m, imports) in modules.iter_mut().zip(imports) {
+            m.imports = imports;
         }
         Ok(LibraryBin { modules })
     }
