@@ -26,7 +26,7 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 /// The symbol of a TVM v0.22+ export's module tree (tvm-ffi's `__tvm_ffi__library_bin`).
-const TVM_FFI_LIBRARY_BIN: &str = "__tvm_ffi__library_bin";
+use super::library_bin::LIBRARY_BIN_SYMBOL as TVM_FFI_LIBRARY_BIN;
 
 /// A loaded shared library. Closed (`dlclose`) when the last module or function referring to
 /// it goes.

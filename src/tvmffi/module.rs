@@ -38,12 +38,11 @@ pub const PROPERTY_BINARY_SERIALIZABLE: i64 = 0b001;
 /// `Module::kRunnable`.
 pub const PROPERTY_RUNNABLE: i64 = 0b010;
 
-/// `symbol::tvm_ffi_symbol_prefix`.
-pub const SYMBOL_PREFIX: &str = "__tvm_ffi_";
-/// `symbol::tvm_ffi_library_ctx`.
-pub const LIBRARY_CTX: &str = "__tvm_ffi__library_ctx";
-/// `symbol::tvm_ffi_library_bin`.
-pub const LIBRARY_BIN: &str = "__tvm_ffi__library_bin";
+/// tvm-ffi's `symbol::tvm_ffi_symbol_prefix`, `symbol::tvm_ffi_library_ctx` and
+/// `symbol::tvm_ffi_library_bin`, defined once with the library_bin format in the core.
+pub use crate::module::library_bin::{
+    FUNCTION_PREFIX as SYMBOL_PREFIX, LIBRARY_BIN_SYMBOL as LIBRARY_BIN, LIBRARY_CTX_SYMBOL as LIBRARY_CTX,
+};
 
 /// Where a module's symbols come from.
 pub enum Library {
