@@ -23,6 +23,7 @@ pub mod function;
 pub mod globals;
 pub mod io;
 pub mod mapped;
+pub mod memory;
 pub mod module;
 pub mod ndarray;
 pub mod object;

@@ -544,7 +544,7 @@ fn add(b: &mut Builder, name: &'static str, f: Native) {
 pub fn register(b: &mut Builder) {
     add(b, "vm.builtin.alloc_shape_heap", alloc_shape_heap);
     add_fn(b, "vm.builtin.memory_manager.clear", |_| {
-        crate::vm::memory::release_all_pools();
+        crate::memory::release_all_pools();
         Ok(Any::none())
     });
     add(b, "vm.builtin.match_prim_value", |a| {

@@ -2,14 +2,14 @@
 //! are carved out of) and `relax.vm.Closure` (a function name and its implementation, which
 //! takes the VM as its first argument).
 //!
-//! The allocators are the Relay VM's ([`crate::vm::memory::Allocator`]): naive or pooled by
-//! page-rounded size, one set per virtual machine.
+//! The allocators are the core's, shared with the Relay VM ([`crate::memory::Allocator`]): naive
+//! or pooled by page-rounded size, one set per virtual machine.
 
 use crate::abi::{DLDataType, DLDevice};
+use crate::memory::Allocator;
 use crate::tvmffi::any::Any;
 use crate::tvmffi::object::{make_object, ObjectRef};
 use crate::tvmffi::{ti, types, FfiError, FfiResult};
-use crate::vm::memory::Allocator;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::ffi::c_void;

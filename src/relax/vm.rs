@@ -16,10 +16,10 @@
 use super::executable::{Arg, Executable, FuncKind, Instruction, Reg};
 use super::objects::{as_closure, make_closure};
 use crate::abi::DLDevice;
+use crate::memory::{Allocator, AllocatorKind};
 use crate::tvmffi::any::{Any, TVMFFIAny};
 use crate::tvmffi::object::ObjectRef;
 use crate::tvmffi::{function, module, registry, ti, types, FfiError, FfiResult};
-use crate::vm::memory::{Allocator, AllocatorKind};
 use parking_lot::RwLock;
 use std::cell::{Cell, RefCell};
 use std::ffi::c_void;

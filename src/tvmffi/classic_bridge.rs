@@ -124,6 +124,7 @@ pub fn load_from_bytes(kind: &str, bytes: &[u8]) -> Option<FfiResult<super::obje
 /// v0.8 function map.
 #[allow(unused_variables)]
 fn device_module(kind: &str, bytes: &[u8]) -> Option<crate::error::Result<crate::module::Module>> {
+    #[cfg(any(feature = "opencl", feature = "cuda"))]
     let parse = || {
         let mut r = crate::io::Reader::new(bytes, "device module");
         crate::device::kernel::read_payload_tagged(&mut r)
