@@ -33,30 +33,8 @@ pub fn module_kind(type_key: &str) -> Option<&'static str> {
     })
 }
 
-/// The names a device type number has had: v0.9 renumbered TVM's own device types (v0.8:
-/// aocl 5, sdaccel 6, opengl 11, micro_dev 13, hexagon 14, webgpu 15; v0.9+: rocm_host 11,
-/// cuda_managed 13, oneapi 14, webgpu 15, hexagon 16, aocl 32, sdaccel 33, opengl 34,
-/// micro_dev 35). `None` for numbers whose meaning never changed.
-pub fn device_type_names(device_type: i32) -> Option<&'static str> {
-    Some(match device_type {
-        5 => "aocl in TVM v0.8, unused from v0.9 on",
-        6 => "sdaccel in TVM v0.8, unused from v0.9 on",
-        11 => "opengl in TVM v0.8, rocm_host from v0.9 on",
-        13 => "micro_dev in TVM v0.8, cuda_managed from v0.9 on",
-        14 => "hexagon in TVM v0.8, oneapi from v0.9 on",
-        16 => "hexagon (TVM v0.9+)",
-        32 => "aocl (TVM v0.9+)",
-        33 => "sdaccel (TVM v0.9+)",
-        34 => "opengl (TVM v0.9+)",
-        35 => "micro_dev (TVM v0.9+)",
-        _ => return None,
-    })
-}
-
-/// `" (device type N: ...)"` for device numbers whose meaning changed between releases.
-pub fn device_type_note(device_type: i32) -> String {
-    device_type_names(device_type).map(|n| format!(" (device type {device_type}: {n})")).unwrap_or_default()
-}
+/// The names a device type number has had (moved to [`crate::device::names`]).
+pub use crate::device::names::{history as device_type_names, history_note as device_type_note};
 
 /// The error for a graph memory scope other than global memory: texture scopes came with TVM
 /// v0.9's OpenCL texture support.

@@ -10,6 +10,7 @@ pub mod cpu;
 pub mod cuda;
 #[cfg(any(feature = "opencl", feature = "cuda"))]
 pub mod kernel;
+pub mod names;
 #[cfg(feature = "opencl")]
 pub mod opencl;
 pub mod workspace;
@@ -29,8 +30,7 @@ pub const CUDA: i32 = 2;
 pub const CUDA_HOST: i32 = 3;
 /// `kDLOpenCL`.
 pub const OPENCL: i32 = 4;
-/// `kRPCSessMask`.
-pub const RPC_SESS_MASK: i32 = 128;
+pub use names::RPC_SESS_MASK;
 
 /// Alignment of NDArray data and workspaces.
 pub const ALLOC_ALIGNMENT: usize = 128;
@@ -40,25 +40,10 @@ pub fn data_alignment(dtype: DLDataType) -> usize {
     ALLOC_ALIGNMENT.max((dtype.bits as usize / 8) * dtype.lanes as usize)
 }
 
-/// TVM's name of a device type (`DeviceName`), or the `unknown type =<n>` error.
+/// TVM v0.8's name of a device type (`DeviceName`), or the `unknown type =<n>` error.
 pub fn device_name(device_type: i32) -> Result<&'static str> {
-    Ok(match device_type {
-        1 => "cpu",
-        2 => "cuda",
-        3 => "cuda_host",
-        4 => "opencl",
-        5 => "aocl",
-        6 => "sdaccel",
-        7 => "vulkan",
-        8 => "metal",
-        9 => "vpi",
-        10 => "rocm",
-        12 => "ext_dev",
-        14 => "hexagon",
-        15 => "webgpu",
-        t if t >= RPC_SESS_MASK => "rpc",
-        t => return Err(Error::tvm(format!("unknown type ={t}{}", crate::compat::sniff::device_type_note(t)))),
-    })
+    names::v08_name(device_type)
+        .ok_or_else(|| Error::tvm(format!("unknown type ={device_type}{}", names::history_note(device_type))))
 }
 
 /// The operations of a device back end (devices.md §3.1). Pointers are device memory handles.
@@ -218,10 +203,7 @@ pub fn get_api(device_type: i32, allow_missing: bool) -> Result<Option<&'static 
     match api {
         Some(a) => Ok(Some(a)),
         None if allow_missing => Ok(None),
-        None => Err(Error::tvm(format!(
-            "Device API {name} is not enabled{}.",
-            crate::compat::sniff::device_type_note(device_type)
-        ))),
+        None => Err(Error::tvm(format!("Device API {name} is not enabled{}.", names::history_note(device_type)))),
     }
 }
 

@@ -13,27 +13,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// A device's name as tvm-ffi prints it.
-pub fn device_type_name(t: i32) -> &'static str {
-    match t {
-        1 => "cpu",
-        2 => "cuda",
-        3 => "cuda_host",
-        4 => "opencl",
-        7 => "vulkan",
-        8 => "metal",
-        9 => "vpi",
-        10 => "rocm",
-        11 => "rocm_host",
-        12 => "ext_dev",
-        13 => "cuda_managed",
-        14 => "oneapi",
-        15 => "webgpu",
-        16 => "hexagon",
-        17 => "maia",
-        18 => "trn",
-        _ => "unknown",
-    }
-}
+pub use crate::device::names::ffi_name as device_type_name;
 
 fn device_str(d: DLDevice) -> String {
     format!("{}:{}", device_type_name(d.device_type), d.device_id)

@@ -13,32 +13,12 @@ use super::super::registry::{self, Builder};
 use super::super::{FfiError, FfiResult};
 use super::{check_failed, Sig};
 use crate::abi::DLDevice;
-use crate::device::{self, DeviceApi, RPC_SESS_MASK};
+use crate::device::{self, DeviceApi};
 use crate::value::Value;
 use std::ffi::c_void;
 
 /// `DLDeviceType2Str` of TVM v0.27 (None for a type it does not know).
-pub fn device_type_name(device_type: i32) -> Option<&'static str> {
-    Some(match device_type {
-        1 => "cpu",
-        2 => "cuda",
-        3 => "cuda_host",
-        4 => "opencl",
-        7 => "vulkan",
-        8 => "metal",
-        9 => "vpi",
-        10 => "rocm",
-        11 => "rocm_host",
-        12 => "ext_dev",
-        13 => "cuda_managed",
-        14 => "oneapi",
-        15 => "webgpu",
-        16 => "hexagon",
-        18 => "trn",
-        t if t >= RPC_SESS_MASK => "rpc",
-        _ => return None,
-    })
-}
+pub use crate::device::names::v027_name as device_type_name;
 
 /// `DeviceAPIManager::Get(type, allow_missing)`: the device API of a type, `Ok(None)` when it is
 /// not built in and `allow_missing` is set; an unknown type is an error either way.
