@@ -33,6 +33,7 @@ pub mod relax;
 #[cfg(feature = "rpc")]
 pub mod rpc;
 pub mod threading;
+pub mod timer;
 #[cfg(feature = "tvm-ffi")]
 pub mod tvmffi;
 pub mod value;

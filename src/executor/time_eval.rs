@@ -7,125 +7,55 @@ use crate::error::{Error, Result};
 use crate::function::PackedFunc;
 use crate::ndarray::NDArray;
 use crate::registry::{self, Registrar};
+use crate::timer::{measure, Steps};
 use crate::value::{code, Args, Value};
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::time::Instant;
+use std::sync::atomic::AtomicI64;
 
-/// The measurement settings of `runtime.RPCTimeEvaluator`. Releases added settings over time;
-/// a caller of an older release gets that release's behaviour for the ones it does not pass.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TimerConfig {
-    /// Calls per measurement (grown to reach `min_repeat_ms`).
-    pub number: i64,
-    /// Measurements.
-    pub repeat: i64,
-    /// Minimum duration of one measurement.
-    pub min_repeat_ms: i64,
-    /// Give up growing `number` after this many measurements of exactly zero (v0.10+; v0.8 and
-    /// v0.9 never give up).
-    pub limit_zero_time_iterations: i64,
-    /// Sleep between measurements (v0.9+).
-    pub cooldown_interval_ms: i64,
-    /// Sleep after every this many measurements (v0.9+).
-    pub repeats_to_cooldown: i64,
-    /// Bytes copied between two scratch arrays before each measurement, to flush caches
-    /// (v0.14+).
-    pub cache_flush_bytes: i64,
-}
+pub use crate::timer::TimerConfig;
 
-impl TimerConfig {
-    /// Decodes the settings from arguments 4.. of `runtime.RPCTimeEvaluator`, whose count tells
-    /// the release of the caller: 8 (v0.8: number, repeat, min_repeat_ms, f_preproc), 10 (v0.9:
-    /// also cooldown_interval_ms, repeats_to_cooldown), 11 (v0.10..v0.13: also
-    /// limit_zero_time_iterations before them), 12 (v0.14..v0.19: also cache_flush_bytes).
-    /// Returns the settings and the index of `f_preproc`.
-    pub fn from_args(a: &Args<'_>) -> Result<(TimerConfig, usize)> {
-        let mut c = TimerConfig {
-            number: a.i64(4)?,
-            repeat: a.i64(5)?,
-            min_repeat_ms: a.i64(6)?,
-            limit_zero_time_iterations: i64::MAX,
-            cooldown_interval_ms: 0,
-            repeats_to_cooldown: 1,
-            cache_flush_bytes: 0,
-        };
-        let preproc = match a.len() {
-            8 => 7,
-            10 => {
-                (c.cooldown_interval_ms, c.repeats_to_cooldown) = (a.i64(7)?, a.i64(8)?);
-                9
-            }
-            11 | 12 => {
-                c.limit_zero_time_iterations = a.i64(7)?;
-                (c.cooldown_interval_ms, c.repeats_to_cooldown) = (a.i64(8)?, a.i64(9)?);
-                if a.len() == 12 {
-                    c.cache_flush_bytes = a.i64(10)?;
-                }
-                a.len() - 1
-            }
-            n => {
-                return Err(Error::tvm(format!(
-                    "Function runtime.RPCTimeEvaluator expects 8 (TVM v0.8), 10 (v0.9), 11 (v0.10-v0.13) or 12 \
-                     (v0.14-v0.19) arguments, but {n} were provided."
-                )))
-            }
-        };
-        if c.repeats_to_cooldown <= 0 {
-            return Err(Error::value(format!("repeats_to_cooldown must be positive, got {}", c.repeats_to_cooldown)));
+/// Decodes the settings from arguments 4.. of `runtime.RPCTimeEvaluator`, whose count tells
+/// the release of the caller: 8 (v0.8: number, repeat, min_repeat_ms, f_preproc), 10 (v0.9:
+/// also cooldown_interval_ms, repeats_to_cooldown), 11 (v0.10..v0.13: also
+/// limit_zero_time_iterations before them), 12 (v0.14..v0.19: also cache_flush_bytes).
+/// Returns the settings and the index of `f_preproc`.
+pub fn config_from_args(a: &Args<'_>) -> Result<(TimerConfig, usize)> {
+    let mut c = TimerConfig {
+        number: a.i64(4)?,
+        repeat: a.i64(5)?,
+        min_repeat_ms: a.i64(6)?,
+        limit_zero_time_iterations: i64::MAX,
+        cooldown_interval_ms: 0,
+        repeats_to_cooldown: 1,
+        cache_flush_bytes: 0,
+    };
+    let preproc = match a.len() {
+        8 => 7,
+        10 => {
+            (c.cooldown_interval_ms, c.repeats_to_cooldown) = (a.i64(7)?, a.i64(8)?);
+            9
         }
-        if c.cache_flush_bytes < 0 || c.cooldown_interval_ms < 0 {
-            return Err(Error::value("cache_flush_bytes and cooldown_interval_ms must not be negative"));
+        11 | 12 => {
+            c.limit_zero_time_iterations = a.i64(7)?;
+            (c.cooldown_interval_ms, c.repeats_to_cooldown) = (a.i64(8)?, a.i64(9)?);
+            if a.len() == 12 {
+                c.cache_flush_bytes = a.i64(10)?;
+            }
+            a.len() - 1
         }
-        Ok((c, preproc))
+        n => {
+            return Err(Error::tvm(format!(
+                "Function runtime.RPCTimeEvaluator expects 8 (TVM v0.8), 10 (v0.9), 11 (v0.10-v0.13) or 12 \
+                 (v0.14-v0.19) arguments, but {n} were provided."
+            )))
+        }
+    };
+    if c.repeats_to_cooldown <= 0 {
+        return Err(Error::value(format!("repeats_to_cooldown must be positive, got {}", c.repeats_to_cooldown)));
     }
-}
-
-/// The measurement loop of TVM's time evaluator: `cfg.repeat` measurements of `number` calls of
-/// `call` each (`number` grows until a measurement lasts `cfg.min_repeat_ms`, and stays grown),
-/// with `sync` around each; `before_repeat` runs ahead of each measurement (the preprocessing
-/// function) and `before_attempt` ahead of each try at it (the cache flush). Returns the
-/// seconds per call of each measurement as native-endian f64 bytes.
-pub fn measure(
-    cfg: &TimerConfig,
-    number: &AtomicI64,
-    sync: &dyn Fn() -> Result<()>,
-    before_repeat: &mut dyn FnMut() -> Result<()>,
-    before_attempt: &mut dyn FnMut() -> Result<()>,
-    call: &mut dyn FnMut() -> Result<()>,
-) -> Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(cfg.repeat.max(0) as usize * 8);
-    for i in 0..cfg.repeat.max(0) {
-        let mut duration_ms = 0.0f64;
-        let mut zero_times = 0i64;
-        let mut n = number.load(Ordering::Relaxed).max(1);
-        before_repeat()?;
-        loop {
-            if duration_ms > 0.0 {
-                n = (cfg.min_repeat_ms as f64 / (duration_ms / n as f64) + 1.0).max(n as f64 * 1.618) as i64;
-                number.store(n, Ordering::Relaxed);
-            }
-            before_attempt()?;
-            sync()?;
-            let t0 = Instant::now();
-            for _ in 0..n {
-                call()?;
-            }
-            sync()?;
-            let nanos = t0.elapsed().as_nanos();
-            if nanos == 0 {
-                zero_times += 1;
-            }
-            duration_ms = nanos as f64 / 1e6;
-            if duration_ms >= cfg.min_repeat_ms as f64 || zero_times >= cfg.limit_zero_time_iterations {
-                break;
-            }
-        }
-        out.extend_from_slice(&(duration_ms / 1e3 / n as f64).to_ne_bytes());
-        if cfg.cooldown_interval_ms > 0 && i % cfg.repeats_to_cooldown == 0 {
-            std::thread::sleep(std::time::Duration::from_millis(cfg.cooldown_interval_ms as u64));
-        }
+    if c.cache_flush_bytes < 0 || c.cooldown_interval_ms < 0 {
+        return Err(Error::value("cache_flush_bytes and cooldown_interval_ms must not be negative"));
     }
-    Ok(out)
+    Ok((c, preproc))
 }
 
 /// Synchronises `dev`'s default stream (nothing to do on the CPU).
@@ -170,11 +100,17 @@ pub fn evaluate(
             None => Ok(()),
         }
     };
-    measure(cfg, number, &|| sync_device(dev), &mut preprocess, &mut flush_caches, &mut || pf.call_args(args, &mut ret))
+    let steps = Steps {
+        sync: &|| sync_device(dev),
+        before_repeat: &mut preprocess,
+        before_attempt: &mut flush_caches,
+        call: &mut || pf.call_args(args, &mut ret),
+    };
+    measure(cfg, number, steps)
 }
 
 fn time_evaluator(a: &Args<'_>) -> Result<Value> {
-    let (cfg, preproc_at) = TimerConfig::from_args(a)?;
+    let (cfg, preproc_at) = config_from_args(a)?;
     let name = a.string(1)?;
     let dev = DLDevice { device_type: a.i32(2)?, device_id: a.i32(3)? };
     let preproc_name = a.string(preproc_at)?;
@@ -221,13 +157,8 @@ fn cache_flush(a: &Args<'_>) -> Result<Value> {
         let Some(t) = (unsafe { p.as_ref() }) else { continue };
         let n = device::tensor_bytes(t)?;
         let base = t.data.cast::<u8>().wrapping_add(t.byte_offset as usize);
-        #[cfg(target_arch = "x86_64")]
-        for off in (0..n).step_by(64) {
-            // SAFETY: the line lies inside the tensor's data; clflush has no other effect.
-            unsafe { std::arch::x86_64::_mm_clflush(base.wrapping_add(off)) };
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = (base, n);
+        // SAFETY: the tensor's n bytes of data lie at base for the call.
+        unsafe { crate::timer::flush_cache_lines(base, n) };
     }
     Ok(Value::Null)
 }

@@ -16,103 +16,60 @@ use super::super::{ti, FfiError, FfiResult};
 use super::{api, check_failed, Sig};
 use crate::abi::{DLDataType, DLDevice};
 use crate::device;
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::time::Instant;
-
-/// The measurement settings of one evaluator.
-#[derive(Clone, Copy, Debug)]
-pub struct TimerSettings {
-    /// Measurements.
-    pub repeat: i64,
-    /// Minimum duration of one measurement.
-    pub min_repeat_ms: i64,
-    /// Stop growing `number` after this many measurements of no time.
-    pub limit_zero_time_iterations: i64,
-    /// Sleep between measurements.
-    pub cooldown_interval_ms: i64,
-    /// Sleep after every this many measurements.
-    pub repeats_to_cooldown: i64,
-    /// Bytes copied between two device arrays before each try at a measurement.
-    pub cache_flush_bytes: i64,
-}
+use crate::timer::{measure, Steps, TimerConfig};
+use std::sync::atomic::AtomicI64;
 
 fn sync(dev: DLDevice) -> FfiResult<()> {
     let api = api(dev.device_type)?;
     Ok(api.stream_sync(dev, std::ptr::null_mut())?)
 }
 
-/// Runs one evaluation of `pf` over `args`: the bytes of `repeat` f64 seconds-per-call values.
+/// Runs one evaluation of `pf` over `args` (the loop is the core's, [`crate::timer::measure`]):
+/// the bytes of `repeat` f64 seconds-per-call values.
 pub fn evaluate(
     pf: &ObjectRef,
     args: &[TVMFFIAny],
     dev: DLDevice,
-    s: &TimerSettings,
+    cfg: &TimerConfig,
     number: &AtomicI64,
     preproc: Option<&ObjectRef>,
 ) -> FfiResult<Vec<u8>> {
     function::call(pf, args)?;
-    let flush = if s.cache_flush_bytes > 0 {
+    let flush = if cfg.cache_flush_bytes > 0 {
         let i32_t = DLDataType { code: 0, bits: 32, lanes: 1 };
-        let n = s.cache_flush_bytes / 4;
+        let n = cfg.cache_flush_bytes / 4;
         Some((super::alloc_with_scope(&[n], i32_t, dev, None)?, super::alloc_with_scope(&[n], i32_t, dev, None)?))
     } else {
         None
     };
     sync(dev)?;
-    let mut out = Vec::with_capacity(s.repeat.max(0) as usize * 8);
-    for i in 0..s.repeat {
-        if let Some(p) = preproc {
-            function::call(p, args)?;
-        }
-        let mut duration_ms = 0.0f64;
-        let mut zero_times = 0i64;
-        let mut n = number.load(Ordering::Relaxed);
-        loop {
-            if duration_ms > 0.0 {
-                let grown = (s.min_repeat_ms as f64 / (duration_ms / n as f64) + 1.0).max(n as f64 * 1.618);
-                n = grown.min(i32::MAX as f64) as i64;
-                number.store(n, Ordering::Relaxed);
-            }
-            if let Some((a, b)) = &flush {
-                // SAFETY: both are live tensors of this evaluation.
-                unsafe {
-                    super::copy_from_to(
-                        super::super::tensor::dltensor(b.as_ptr()),
-                        super::super::tensor::dltensor(a.as_ptr()),
-                    )
-                }?;
-            }
-            sync(dev)?;
-            // The CPU timer reads the clock; other devices' default timer syncs around it.
-            let t0 = Instant::now();
-            for _ in 0..n {
-                function::call(pf, args)?;
-            }
-            if dev.device_type != device::CPU {
-                sync(dev)?;
-            }
-            let nanos = t0.elapsed().as_nanos();
-            if nanos == 0 {
-                zero_times += 1;
-            }
-            duration_ms = nanos as f64 / 1e6;
-            if duration_ms >= s.min_repeat_ms as f64 || zero_times >= s.limit_zero_time_iterations {
-                break;
-            }
-        }
-        out.extend_from_slice(&(duration_ms / 1e3 / n as f64).to_ne_bytes());
-        if s.cooldown_interval_ms > 0 && i % s.repeats_to_cooldown == 0 {
-            std::thread::sleep(std::time::Duration::from_millis(s.cooldown_interval_ms as u64));
-        }
-    }
-    Ok(out)
+    let steps = Steps {
+        // The CPU timer only reads the clock; other devices' timers sync around the calls.
+        sync: &|| if dev.device_type == device::CPU { Ok(()) } else { sync(dev) },
+        before_repeat: &mut || match preproc {
+            Some(p) => function::call(p, args).map(drop),
+            None => Ok(()),
+        },
+        before_attempt: &mut || match &flush {
+            // SAFETY: both are live tensors of this evaluation.
+            Some((a, b)) => unsafe {
+                super::copy_from_to(
+                    super::super::tensor::dltensor(b.as_ptr()),
+                    super::super::tensor::dltensor(a.as_ptr()),
+                )
+            },
+            None => Ok(()),
+        },
+        call: &mut || function::call(pf, args).map(drop),
+    };
+    measure(cfg, number, steps)
 }
 
 /// `WrapTimeEvaluator`: the evaluator function of `pf`.
-pub fn wrap(pf: ObjectRef, dev: DLDevice, number: i64, s: TimerSettings, preproc: Option<ObjectRef>) -> ObjectRef {
-    let number = AtomicI64::new(number);
+pub fn wrap(pf: ObjectRef, dev: DLDevice, cfg: TimerConfig, preproc: Option<ObjectRef>) -> ObjectRef {
+    let number = AtomicI64::new(cfg.number);
     function::from_fn(move |args| {
-        let blob = evaluate(&pf, args, dev, &s, &number, preproc.as_ref())?;
+        let blob = evaluate(&pf, args, dev, &cfg, &number, preproc.as_ref())?;
         Ok(Any::bytes(&blob))
     })
 }
@@ -141,8 +98,8 @@ fn time_evaluator(a: &[TVMFFIAny]) -> FfiResult<Any> {
     let module = EVAL.opt_object(a, 0, ti::MODULE)?;
     let name = EVAL.str(a, 1)?;
     let dev = DLDevice { device_type: EVAL.i32(a, 2)?, device_id: EVAL.i32(a, 3)? };
-    let number = EVAL.i32(a, 4)? as i64;
-    let s = TimerSettings {
+    let s = TimerConfig {
+        number: EVAL.i32(a, 4)? as i64,
         repeat: EVAL.i32(a, 5)? as i64,
         min_repeat_ms: EVAL.i32(a, 6)? as i64,
         limit_zero_time_iterations: EVAL.i32(a, 7)? as i64,
@@ -151,8 +108,8 @@ fn time_evaluator(a: &[TVMFFIAny]) -> FfiResult<Any> {
         cache_flush_bytes: EVAL.i32(a, 10)? as i64,
     };
     let preproc_name = EVAL.str(a, 11)?;
-    if number <= 0 {
-        return Err(FfiError::value(format!("runtime.RPCTimeEvaluator: number must be positive, got {number}")));
+    if s.number <= 0 {
+        return Err(FfiError::value(format!("runtime.RPCTimeEvaluator: number must be positive, got {}", s.number)));
     }
     if s.repeat < 0 || s.cache_flush_bytes < 0 || s.cooldown_interval_ms < 0 {
         return Err(FfiError::value(
@@ -182,7 +139,7 @@ fn time_evaluator(a: &[TVMFFIAny]) -> FfiResult<Any> {
             check_failed(format!("(pf.has_value()) is false: Cannot find {name} in the global function"))
         })?,
     };
-    Ok(Any::object(wrap(pf, dev, number, s, preproc)))
+    Ok(Any::object(wrap(pf, dev, s, preproc)))
 }
 
 /// Flushes the cache lines of every tensor argument after the first (x86-64 `clflush`; host
@@ -201,13 +158,8 @@ fn cache_flush(a: &[TVMFFIAny]) -> FfiResult<Any> {
         }
         let n = super::data_size(t)?;
         let base = t.data.cast::<u8>().wrapping_add(t.byte_offset as usize);
-        #[cfg(target_arch = "x86_64")]
-        for off in (0..n).step_by(64) {
-            // SAFETY: the line lies inside the tensor's host data; clflush has no other effect.
-            unsafe { std::arch::x86_64::_mm_clflush(base.wrapping_add(off)) };
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = (base, n);
+        // SAFETY: the tensor's n bytes of host data lie at base for the call.
+        unsafe { crate::timer::flush_cache_lines(base, n) };
     }
     Ok(Any::none())
 }
@@ -221,7 +173,7 @@ pub(super) fn register(b: &mut Builder) {
 mod tests {
     use super::super::testutil::*;
     use super::*;
-    use std::sync::atomic::AtomicUsize;
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
 
     fn args(m: Any, name: &str, dev_type: i64, number: i64, repeat: i64, min_ms: i64, preproc: &str) -> Vec<Any> {

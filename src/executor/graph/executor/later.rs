@@ -5,7 +5,9 @@
 
 use super::*;
 #[cfg(feature = "profiling")]
-use crate::executor::time_eval::{measure, sync_device, TimerConfig};
+use crate::executor::time_eval::{sync_device, TimerConfig};
+#[cfg(feature = "profiling")]
+use crate::timer::{measure, Steps};
 
 #[cfg(feature = "profiling")]
 /// The timer settings of the debug executor's v0.9+ `run_individual[_node]` (from argument
@@ -99,7 +101,13 @@ impl GraphExecutor {
         let dev = st.data_entry[self.graph.node_row_ptr[nid] as usize].device();
         op.run(name)?;
         let number = std::sync::atomic::AtomicI64::new(cfg.number);
-        let mut t = measure(cfg, &number, &|| sync_device(dev), &mut || Ok(()), &mut || Ok(()), &mut || op.run(name))?;
+        let steps = Steps {
+            sync: &|| sync_device(dev),
+            before_repeat: &mut || Ok(()),
+            before_attempt: &mut || Ok(()),
+            call: &mut || op.run(name),
+        };
+        let mut t = measure(cfg, &number, steps)?;
         // NaN becomes 0, as TVM writes it.
         for c in t.chunks_exact_mut(8) {
             if f64::from_ne_bytes(c.try_into().unwrap_or_default()).is_nan() {
