@@ -10,6 +10,7 @@
 
 use crate::abi::{DLDataType, DLDevice};
 use crate::error::{Error, Result};
+use crate::io;
 use crate::value::code;
 use std::borrow::Cow;
 
@@ -412,53 +413,45 @@ pub fn encode_shutdown(out: &mut Vec<u8>) {
 // ---------------------------------------------------------------------------------------------
 // Decoding
 
-/// A bounds-checked little-endian reader over a byte slice.
-pub struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
+/// A reader of RPC packets: the core's bounds-checked little-endian reader ([`io::Reader`]),
+/// its errors named after the field read and turned into RPC errors ([`malformed`]).
+pub struct Reader<'a>(io::Reader<'a>);
 
 impl<'a> Reader<'a> {
     /// Reads `buf` from its start.
     pub fn new(buf: &'a [u8]) -> Reader<'a> {
-        Reader { buf, pos: 0 }
+        Reader(io::Reader::new(buf, "RPC packet"))
     }
 
     /// Bytes not yet read.
     pub fn remaining(&self) -> usize {
-        self.buf.len() - self.pos
+        self.0.remaining()
+    }
+
+    /// `read`, with a short read reported as the packet being malformed at `what`.
+    fn field<T>(&mut self, what: &str, n: usize, read: impl FnOnce(&mut io::Reader<'a>) -> Result<T>) -> Result<T> {
+        let left = self.0.remaining();
+        read(&mut self.0).map_err(|_| malformed(format!("{what} needs {n} bytes but {left} remain")))
     }
 
     /// The next `n` bytes.
     pub fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8]> {
-        if n > self.remaining() {
-            return Err(malformed(format!("{what} needs {n} bytes but {} remain", self.remaining())));
-        }
-        let s = &self.buf[self.pos..self.pos + n];
-        self.pos += n;
-        Ok(s)
-    }
-
-    fn array<const N: usize>(&mut self, what: &str) -> Result<[u8; N]> {
-        let s = self.take(N, what)?;
-        let mut a = [0u8; N];
-        a.copy_from_slice(s);
-        Ok(a)
+        self.field(what, n, |r| r.bytes(n))
     }
 
     /// An `i32`.
     pub fn i32(&mut self, what: &str) -> Result<i32> {
-        Ok(i32::from_le_bytes(self.array(what)?))
+        self.field(what, 4, io::Reader::i32)
     }
 
     /// A `u64`.
     pub fn u64(&mut self, what: &str) -> Result<u64> {
-        Ok(u64::from_le_bytes(self.array(what)?))
+        self.field(what, 8, io::Reader::u64)
     }
 
     /// An `i64`.
     pub fn i64(&mut self, what: &str) -> Result<i64> {
-        Ok(i64::from_le_bytes(self.array(what)?))
+        self.field(what, 8, io::Reader::i64)
     }
 
     /// A `u64`-length-prefixed byte string, bounded by what remains.
@@ -469,12 +462,11 @@ impl<'a> Reader<'a> {
     }
 
     fn device(&mut self) -> Result<DLDevice> {
-        Ok(DLDevice { device_type: self.i32("device type")?, device_id: self.i32("device id")? })
+        self.field("device", 8, io::Reader::device)
     }
 
     fn dtype(&mut self) -> Result<DLDataType> {
-        let b: [u8; 4] = self.array("data type")?;
-        Ok(DLDataType { code: b[0], bits: b[1], lanes: u16::from_le_bytes([b[2], b[3]]) })
+        self.field("data type", 4, io::Reader::dtype)
     }
 
     /// A tensor (`ReceiveDLTensor`).
