@@ -4,7 +4,7 @@
 //! `TVMFFIEnvModLookupFromImports` (the topk/sort kernels call `tvm.contrib.sort.*`).
 
 use super::any::{Any, TVMFFIAny};
-use super::registry::Builder;
+use super::registry::{Builder, Fallback};
 use super::{string, ti, types, FfiError, FfiResult};
 use crate::function::PackedFunc;
 use crate::value::Value;
@@ -69,16 +69,26 @@ pub fn bridge(name: &str, f: PackedFunc) -> impl Fn(&[TVMFFIAny]) -> FfiResult<A
     }
 }
 
-/// Adds the bridged globals.
-pub fn register(b: &mut Builder) {
-    for name in crate::registry::list_names() {
-        if !PREFIXES.iter().any(|p| name.starts_with(p)) || b.has(&name) {
-            continue;
-        }
-        if let Some(f) = crate::registry::get(&name) {
-            b.add(&name, bridge(&name, f));
-        }
+fn bridged(name: &str) -> bool {
+    PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+/// The classic global `name` as a tvm-ffi function, looked up when asked: a classic global
+/// registered or overridden at any time is what the tvm-ffi side sees.
+fn lookup(name: &str) -> Option<super::object::ObjectRef> {
+    if !bridged(name) {
+        return None;
     }
+    crate::registry::get(name).map(|f| super::function::from_fn(bridge(name, f)))
+}
+
+fn names() -> Vec<String> {
+    crate::registry::list_names().into_iter().filter(|n| bridged(n)).collect()
+}
+
+/// Makes the bridged classic globals visible through the tvm-ffi registry, live.
+pub fn register(b: &mut Builder) {
+    b.fallback(Fallback { get: lookup, names });
 }
 
 /// A classic module (a device module: OpenCL, CUDA) as an `ffi.Module`: its functions are
@@ -167,10 +177,37 @@ fn compile_cuda_source(source: &[u8]) -> crate::error::Result<(String, Vec<u8>)>
     Ok((fmt.to_owned(), code))
 }
 
-#[cfg(all(test, feature = "cuda"))]
+#[cfg(test)]
 mod tests {
+    use super::super::{function, registry};
     use super::*;
 
+    #[test]
+    fn classic_globals_are_seen_live() {
+        // The tvm-ffi registry is up before the classic globals below exist.
+        assert!(registry::get("ffi.String").is_some());
+        let name = "tvm.contrib.bridge_test.twice";
+        assert!(registry::get(name).is_none());
+        let twice = |k: i64| PackedFunc::from_fn(move |a| Ok(Value::Int(a.i64(0)? * k)));
+        crate::registry::register(name, twice(2), false).unwrap();
+        let f = registry::get(name).expect("a classic global registered later is seen");
+        assert_eq!(function::call_any(&f, &[Any::int(21)]).unwrap().as_i64(), Some(42));
+        assert!(registry::names().iter().any(|n| n == name));
+        // Setting it from the tvm-ffi side without override is refused, as for its own globals.
+        assert!(registry::set(name, f.clone(), false, None).is_err());
+        // An override on the classic side is seen too.
+        crate::registry::register(name, twice(3), true).unwrap();
+        let f = registry::get(name).unwrap();
+        assert_eq!(function::call_any(&f, &[Any::int(5)]).unwrap().as_i64(), Some(15));
+        // Globals outside the bridged prefixes are not shown.
+        crate::registry::register("bridge_test.not_contrib", twice(1), true).unwrap();
+        assert!(registry::get("bridge_test.not_contrib").is_none());
+        // A bad argument is a clear error.
+        let e = function::call_any(&f, &[Any::object(registry::get("ffi.String").unwrap())]).unwrap_err();
+        assert!(e.message().contains("cannot be passed"), "{}", e.message());
+    }
+
+    #[cfg(feature = "cuda")]
     #[test]
     fn cuda_source_is_compiled_by_the_registered_callback() {
         let name = "tvm_callback_cuda_compile";

@@ -14,18 +14,34 @@ struct Entry {
     metadata: Option<String>,
 }
 
-fn table() -> &'static RwLock<HashMap<String, Entry>> {
-    static T: OnceLock<RwLock<HashMap<String, Entry>>> = OnceLock::new();
+/// Where names the table does not hold are looked up (and listed) at each call: the globals of
+/// another registry seen through this one, e.g. the classic runtime's, bridged.
+#[derive(Clone, Copy)]
+pub struct Fallback {
+    /// The function for a name, if the other registry has one to show here.
+    pub get: fn(&str) -> Option<ObjectRef>,
+    /// The names it shows here now.
+    pub names: fn() -> Vec<String>,
+}
+
+struct Table {
+    map: RwLock<HashMap<String, Entry>>,
+    fallback: Option<Fallback>,
+}
+
+fn table() -> &'static Table {
+    static T: OnceLock<Table> = OnceLock::new();
     T.get_or_init(|| {
-        let mut b = Builder { map: HashMap::new() };
+        let mut b = Builder { map: HashMap::new(), fallback: None };
         super::globals::register_all(&mut b);
-        RwLock::new(b.map)
+        Table { map: RwLock::new(b.map), fallback: b.fallback }
     })
 }
 
 /// Collects the library's own globals at start-up.
 pub struct Builder {
     map: HashMap<String, Entry>,
+    fallback: Option<Fallback>,
 }
 
 impl Builder {
@@ -36,6 +52,11 @@ impl Builder {
     /// The function added under `name`.
     pub fn get(&self, name: &str) -> Option<ObjectRef> {
         self.map.get(name).map(|e| e.func.clone())
+    }
+    /// Sets where names the table does not hold are looked up, live (see [`Fallback`]).
+    pub fn fallback(&mut self, f: Fallback) -> &mut Self {
+        self.fallback = Some(f);
+        self
     }
     /// Adds a global made of a Rust closure.
     pub fn add(
@@ -63,9 +84,11 @@ pub fn set(name: &str, func: ObjectRef, allow_override: bool, metadata: Option<S
     if func.type_index() != ti::FUNCTION {
         return Err(FfiError::type_error(format!("global `{name}` must be a function")));
     }
+    // Asked before the lock: the fallback reads another registry.
+    let shown_by_fallback = !allow_override && fallback_get(name).is_some();
     let old = {
-        let mut t = table().write();
-        if !allow_override && t.contains_key(name) {
+        let mut t = table().map.write();
+        if !allow_override && (t.contains_key(name) || shown_by_fallback) {
             return Err(FfiError::runtime(format!("Global Function `{name}` is already registered")));
         }
         t.insert(name.into(), Entry { func, metadata })
@@ -74,25 +97,34 @@ pub fn set(name: &str, func: ObjectRef, allow_override: bool, metadata: Option<S
     Ok(())
 }
 
-/// Gets a global function.
+fn fallback_get(name: &str) -> Option<ObjectRef> {
+    table().fallback.and_then(|f| (f.get)(name))
+}
+
+/// Gets a global function: the table's, else the fallback's.
 pub fn get(name: &str) -> Option<ObjectRef> {
-    table().read().get(name).map(|e| e.func.clone())
+    let found = table().map.read().get(name).map(|e| e.func.clone());
+    found.or_else(|| fallback_get(name))
 }
 
 /// A global's metadata.
 pub fn metadata(name: &str) -> Option<String> {
-    table().read().get(name).and_then(|e| e.metadata.clone())
+    table().map.read().get(name).and_then(|e| e.metadata.clone())
 }
 
-/// Removes a global; whether it was there.
+/// Removes a global of the table; whether it was there (the fallback's are its own to remove).
 pub fn remove(name: &str) -> bool {
-    let old = table().write().remove(name);
+    let old = table().map.write().remove(name);
     old.is_some()
 }
 
-/// All global names.
+/// All global names: the table's and the fallback's.
 pub fn names() -> Vec<String> {
-    let mut v: Vec<String> = table().read().keys().cloned().collect();
+    let mut v: Vec<String> = table().map.read().keys().cloned().collect();
+    if let Some(f) = table().fallback {
+        v.extend((f.names)());
+    }
     v.sort();
+    v.dedup();
     v
 }
