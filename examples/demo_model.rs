@@ -18,7 +18,7 @@ const KERNEL: &str = r#"
 #include <tvm/runtime/c_backend_api.h>
 
 void* __tvm_module_ctx = 0;
-/* Filled by the runtime at load time (formats.md 4.3). */
+/* Filled by the runtime at load time. */
 void (*__TVMAPISetLastError)(const char*) = 0;
 
 /* y[1,3] = relu(x[1,4] . W[4,3] + b[3]) */
@@ -66,7 +66,7 @@ fn main() {
     let weight = array(&[4, 3], &[0.5, -1.0, 0.25, 1.0, 0.5, -0.5, -0.25, 1.5, 1.0, 0.75, -0.5, 2.0]);
     let bias = array(&[3], &[0.1, -0.2, 0.3]);
 
-    // GraphExecutorFactory payload (formats.md 7).
+    // GraphExecutorFactory payload.
     let mut factory = Writer::default();
     factory.str_bytes(GRAPH.as_bytes());
     factory.u64(2);
@@ -75,7 +75,7 @@ fn main() {
     save_ndarray(&mut factory, &bias).expect("save bias");
     factory.str_bytes(b"default");
 
-    // Blob payload (formats.md 5): factory, _lib, then the import tree factory -> _lib.
+    // Blob payload: factory, _lib, then the import tree factory -> _lib.
     let mut payload = Writer::default();
     payload.u64(3);
     payload.str_bytes(b"GraphExecutorFactory");

@@ -50,7 +50,7 @@ static int add_one_checked(TVMValue* args, int* codes, int num_args, void (*set_
 
 const DLL: &str = r#"
 void* __tvm_module_ctx = 0;
-/* Filled by the runtime at load time (formats.md 4.3). */
+/* Filled by the runtime at load time. */
 void (*__TVMAPISetLastError)(const char*) = 0;
 
 TVM_DLL int FUNC(TVMValue* args, int* codes, int num_args, TVMValue* out_ret_value,
@@ -119,13 +119,13 @@ fn main() {
     std::fs::write(&src, format!("{ADD_ONE}{SYSLIB}")).expect("write");
     compile(&src, &lib.join("test_addone_sys.o"), false);
 
-    // GraphExecutorFactory payload (formats.md 7): graph JSON, no params, module name.
+    // GraphExecutorFactory payload: graph JSON, no params, module name.
     let mut factory = Writer::default();
     factory.str_bytes(GRAPH.as_bytes());
     factory.u64(0);
     factory.vec_str::<&str>(&[]);
     factory.str_bytes(b"default");
-    // Blob payload (formats.md 5): factory, _lib, the import tree factory -> _lib.
+    // Blob payload: factory, _lib, the import tree factory -> _lib.
     let mut payload = Writer::default();
     payload.u64(3);
     payload.str_bytes(b"GraphExecutorFactory");

@@ -1,4 +1,4 @@
-//! Byte streams in the dmlc::Stream conventions of formats.md §1: little-endian scalars,
+//! Byte streams in TVM's dmlc::Stream conventions: little-endian scalars,
 //! u64-length-prefixed strings and vectors. Every read checks the length against what is left
 //! before it allocates, so a corrupt length is an error, never an out-of-memory.
 

@@ -97,7 +97,7 @@ fn write_ptx(name: &str, ptx: &str) -> PathBuf {
     write_module(name, ptx, META)
 }
 
-/// The `cuda` blob entry (formats.md 8), written here independently of the runtime's writer.
+/// The `cuda` blob entry, written here independently of the runtime's writer.
 fn cuda_entry(ptx: &str) -> Vec<u8> {
     device_entry("ptx", &[VADD_KERNEL], ptx.as_bytes())
 }
@@ -283,7 +283,7 @@ fn gpu_device_api_and_kernels() {
 
 /// A module handle shared between threads.
 struct SendMod(Mod);
-// SAFETY: module handles may be used from any thread (c-api.md).
+// SAFETY: module handles may be used from any thread.
 unsafe impl Send for SendMod {}
 // SAFETY: as above.
 unsafe impl Sync for SendMod {}

@@ -84,7 +84,7 @@ fn put_str(out: &mut Vec<u8>, s: &[u8]) {
     out.extend_from_slice(s);
 }
 
-/// An NDArray record (formats.md §2) of a float32 vector.
+/// An NDArray record of a float32 vector.
 fn record(v: &[f32]) -> Vec<u8> {
     let mut r = Vec::new();
     put_u64(&mut r, 0xDD5E_40F0_96B4_A13F);

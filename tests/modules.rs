@@ -655,7 +655,7 @@ fn tvm_mlp_kernel_library() {
 }
 
 /// A stand-in `GraphExecutorFactory` loader (the real one comes with the graph executor): reads
-/// the payload of formats.md §7 and exposes its parts.
+/// the factory's payload and exposes its parts.
 fn fake_factory_loader() -> PackedFunc {
     PackedFunc::from_fn(|a| {
         let (n, module_name, json_len) = blob::with_stream(a.handle(0)?, |s| -> Result<(usize, String, usize)> {

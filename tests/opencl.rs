@@ -18,7 +18,7 @@ const OPENCL: i32 = 4;
 
 /// A module or function handle shared between threads.
 struct Shared<T>(T);
-// SAFETY: module and function handles may be used from any thread (c-api.md); the runtime
+// SAFETY: module and function handles may be used from any thread; the runtime
 // synchronises.
 unsafe impl<T> Send for Shared<T> {}
 // SAFETY: as above.
@@ -283,7 +283,7 @@ fn child_cache() {
     check_vadd(&load(&write_cl("nocache", &other, META)).unwrap(), 100, 1.0);
 }
 
-/// The `opencl` blob entry of a library (formats.md 9), written here independently of the
+/// The `opencl` blob entry of a library, written here independently of the
 /// runtime's writer.
 fn opencl_entry(source: &str) -> Vec<u8> {
     let fill2d: KernelInfo<'_> =

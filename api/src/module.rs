@@ -239,7 +239,7 @@ impl fmt::Debug for Module {
     }
 }
 
-/// The functions of a graph executor (graph-executor.md §5).
+/// The functions of a graph executor.
 const EXECUTOR_FUNCTIONS: &[&str] = &[
     "set_input",
     "set_input_zero_copy",
@@ -293,7 +293,7 @@ const VM_FUNCTIONS: &[&str] = &[
     "get_input_index",
 ];
 
-/// The debug executor's additional functions (§8.2).
+/// The debug executor's additional functions.
 const DEBUG_FUNCTIONS: &[&str] =
     &["run_individual", "execute_node", "get_node_output", "debug_get_output", "profile", "profile_rpc"];
 

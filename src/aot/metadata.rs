@@ -76,7 +76,7 @@ pub struct TVMConstantInfo {
     pub byte_offset: i64,
     /// Length of `data_bytes`.
     pub data_len: i64,
-    /// A serialized NDArray record (formats.md §2).
+    /// A serialized NDArray record.
     pub data_bytes: *const c_void,
 }
 

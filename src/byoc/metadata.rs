@@ -1,4 +1,4 @@
-//! The `metadata` module of BYOC exports (formats.md §10; TVM v0.8's `MetadataModuleNode`,
+//! The `metadata` module of BYOC exports (TVM v0.8's `MetadataModuleNode`,
 //! renamed `ConstLoaderModuleNode` in v0.9+ with the same payload): it owns the constants of the
 //! offloaded regions and imports the host library and one module per region. Looking up a
 //! region's function initialises the importing module once, lazily, by calling its
@@ -86,7 +86,7 @@ impl MetadataModule {
         Ok(MetadataModule { type_key, vars, by_name, symbols, init })
     }
 
-    /// Reads the payload (formats.md §10).
+    /// Reads the payload.
     pub fn load(type_key: &'static str, r: &mut Reader<'_>) -> Result<MetadataModule> {
         let names = r.vec_string().map_err(|e| e.context("Loading variables failed"))?;
         let n = r.u64().map_err(|e| e.context("Loading metadata size failed"))?;

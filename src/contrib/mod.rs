@@ -1,5 +1,5 @@
 //! The external-library kernels that TVM's default runtime build carries and that compiled
-//! models call through `TVMBackendGetFuncFromEnv` (globals.md A.12): `tvm.contrib.sort.*` and
+//! models call through `TVMBackendGetFuncFromEnv`: `tvm.contrib.sort.*` and
 //! `tvm.contrib.random.*`.
 
 pub mod random;

@@ -1,4 +1,4 @@
-//! `tvm.contrib.random.{randint, uniform, normal, random_fill}` (globals.md A.12). One generator
+//! `tvm.contrib.random.{randint, uniform, normal, random_fill}`. One generator
 //! per thread, seeded from the clock at first use, as in TVM (exact streams are not part of the
 //! contract).
 

@@ -1,4 +1,4 @@
-//! `tvm.contrib.sort.{sort, argsort, argsort_nms, topk}` (globals.md A.12): stable sorts along
+//! `tvm.contrib.sort.{sort, argsort, argsort_nms, topk}`: stable sorts along
 //! one axis of compact CPU tensors, as TVM's `src/runtime/contrib/sort/sort.cc` computes them.
 
 use super::Tensor;

@@ -1,4 +1,4 @@
-//! The CPU device API (devices.md §6): `posix_memalign`/`free`, `memcpy`, no streams,
+//! The CPU device API: `posix_memalign`/`free`, `memcpy`, no streams,
 //! workspaces from a per-thread pool.
 
 use super::{DeviceApi, ALLOC_ALIGNMENT};

@@ -1,6 +1,6 @@
-//! What CUDA and OpenCL modules share: the kernel metadata (`FunctionInfo`, formats.md §6), its
-//! `.tvm_meta.json` side file (formats.md §5.8), and the checked decoding of a kernel call's
-//! arguments and launch extents (devices.md §7.5, §8.6).
+//! What CUDA and OpenCL modules share: the kernel metadata (`FunctionInfo`), its
+//! `.tvm_meta.json` side file, and the checked decoding of a kernel call's
+//! arguments and launch extents.
 //!
 //! Everything here is pure data handling, so it is tested on every machine, driver or not.
 
@@ -182,7 +182,7 @@ pub fn read_device_file(path: &str, format: &str) -> Result<DeviceFile> {
 }
 
 /// The payload of a device module (`fmt`, function map, image), as CUDA and OpenCL modules
-/// serialize themselves (formats.md §8, §9).
+/// serialize themselves.
 pub fn write_payload(fmt: &str, fmap: &FunctionMap, data: &[u8]) -> Vec<u8> {
     let mut w = Writer::default();
     w.str_bytes(fmt.as_bytes());
@@ -211,7 +211,7 @@ pub fn save_device_file(path: &str, format: &str, fmt: &str, data: &[u8], fmap: 
     std::fs::write(&meta, meta_json(fmap)?).map_err(|e| Error::tvm(format!("Cannot write {meta}: {e}")))
 }
 
-/// How a kernel parameter is passed (devices.md §7.5 table).
+/// How a kernel parameter is passed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ArgKind {
     /// int64: 8 bytes.

@@ -1,5 +1,5 @@
 //! Devices: names and numbers, the [`DeviceApi`] trait every back end implements, and the
-//! lookup from a device type to its API (devices.md §2, §3).
+//! lookup from a device type to its API.
 //!
 //! Lookup is a `match` on the device type, never a call through the registry: the
 //! `device_api.<name>` globals exist only so that registry listings and
@@ -35,7 +35,7 @@ pub use names::RPC_SESS_MASK;
 /// Alignment of NDArray data and workspaces.
 pub const ALLOC_ALIGNMENT: usize = 128;
 
-/// Alignment of a tensor's data: `max(128, bits / 8 * lanes)` (devices.md 4.1).
+/// Alignment of a tensor's data: `max(128, bits / 8 * lanes)`.
 pub fn data_alignment(dtype: DLDataType) -> usize {
     ALLOC_ALIGNMENT.max((dtype.bits as usize / 8) * dtype.lanes as usize)
 }
@@ -46,7 +46,7 @@ pub fn device_name(device_type: i32) -> Result<&'static str> {
         .ok_or_else(|| Error::tvm(format!("unknown type ={device_type}{}", names::history_note(device_type))))
 }
 
-/// The operations of a device back end (devices.md §3.1). Pointers are device memory handles.
+/// The operations of a device back end. Pointers are device memory handles.
 pub trait DeviceApi: Send + Sync {
     /// Makes `dev` the calling thread's current device of this type.
     fn set_device(&self, dev: DLDevice) -> Result<()>;
@@ -171,7 +171,7 @@ pub fn open_first_library(names: &[&str]) -> std::result::Result<libloading::Lib
 }
 
 /// The handle a `device_api.<name>` global returns: a token for the device type, never
-/// dereferenced (devices.md 2.2).
+/// dereferenced.
 pub fn api_token(device_type: i32) -> Value {
     Value::Handle(device_type as usize as *mut c_void)
 }
@@ -237,7 +237,7 @@ pub fn tensor_shape(t: &DLTensor) -> Result<&[i64]> {
     unsafe { crate::value::slice_from_raw(t.shape, n) }
 }
 
-/// Byte size of a tensor (c-api.md §2.3).
+/// Byte size of a tensor.
 pub fn tensor_bytes(t: &DLTensor) -> Result<usize> {
     shape_bytes(tensor_shape(t)?, t.dtype)
 }

@@ -1,5 +1,5 @@
 //! The workspace pool behind `TVMBackendAllocWorkspace` / `TVMBackendFreeWorkspace`
-//! (devices.md §5, backend.md §4).
+//!.
 //!
 //! [`WorkspacePool`] is TVM v0.8's algorithm, generic over the device allocator ([`RawAlloc`]),
 //! with one sub-pool per device id. Blocks are page-rounded and never split or merged; a freed
@@ -141,7 +141,7 @@ impl WorkspacePool {
         self.pools.iter_mut().find(|(id, _)| *id == device_id).map(|(_, p)| p)
     }
 
-    /// A workspace of at least `nbytes` bytes on `device_id` (devices.md §5.2 "Alloc").
+    /// A workspace of at least `nbytes` bytes on `device_id`.
     pub fn alloc(&mut self, a: &dyn RawAlloc, device_id: i32, nbytes: u64) -> Result<*mut c_void> {
         let Some(n) = page_round(nbytes) else {
             return Err(Error::tvm(format!("workspace allocation of {nbytes} bytes failed")));
@@ -155,7 +155,7 @@ impl WorkspacePool {
         }
     }
 
-    /// Returns a workspace to the pool (devices.md §5.2 "Free"). NULL is a no-op; a pointer
+    /// Returns a workspace to the pool. NULL is a no-op; a pointer
     /// this pool did not hand out for `device_id` is an error and changes nothing.
     pub fn free(&mut self, _a: &dyn RawAlloc, device_id: i32, ptr: *mut c_void) -> Result<()> {
         if ptr.is_null() {
@@ -295,7 +295,7 @@ mod tests {
         p.sub(id).map(|s| s.free.iter().map(|b| b.size).collect()).unwrap_or_default()
     }
 
-    /// devices.md §5.3, step by step.
+    /// A worked example of TVM's workspace pool, step by step.
     #[test]
     fn worked_example() -> Result<()> {
         let dev = Fake::default();

@@ -1,4 +1,4 @@
-//! The time evaluator (`runtime.RPCTimeEvaluator`, graph-executor.md §9) and the CPU timer and
+//! The time evaluator (`runtime.RPCTimeEvaluator`) and the CPU timer and
 //! cache-flush globals around it.
 
 use crate::abi::DLDevice;

@@ -29,7 +29,7 @@ pub type TVMBackendPackedCFunc = Option<
 /// `*out`: borrowed; valid while the module lives (registry entries: forever). Never free it.
 /// # Safety
 /// `mod_node` is NULL or a live module handle; `func_name` is NUL-terminated; `out` writable.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMBackendGetFuncFromEnv(
     mod_node: *mut c_void,
     func_name: *const c_char,
@@ -50,7 +50,7 @@ pub unsafe extern "C" fn TVMBackendGetFuncFromEnv(
 /// Records a symbol of a `--system-lib` object for `runtime.SystemLib`. Always 0.
 /// # Safety
 /// `name` is NUL-terminated.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMBackendRegisterSystemLibSymbol(name: *const c_char, ptr: *mut c_void) -> c_int {
     guard(|| {
         // SAFETY: per contract.
@@ -63,7 +63,7 @@ pub unsafe extern "C" fn TVMBackendRegisterSystemLibSymbol(name: *const c_char, 
 /// failure.
 /// # Ownership
 /// Owned by caller: free with `TVMBackendFreeWorkspace` on the same thread and device.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub extern "C" fn TVMBackendAllocWorkspace(
     device_type: c_int,
     device_id: c_int,
@@ -81,7 +81,7 @@ pub extern "C" fn TVMBackendAllocWorkspace(
 /// Returns a workspace buffer (NULL is a no-op); -1 for a pointer this thread did not allocate.
 /// # Safety
 /// `ptr` is NULL or came from `TVMBackendAllocWorkspace` on this thread and device.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMBackendFreeWorkspace(device_type: c_int, device_id: c_int, ptr: *mut c_void) -> c_int {
     guard(|| {
         if ptr.is_null() {
@@ -96,7 +96,7 @@ pub unsafe extern "C" fn TVMBackendFreeWorkspace(device_type: c_int, device_id: 
 /// exceptions).
 /// # Safety
 /// `name` is NUL-terminated; `ptr` is the named Python C-API function.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMBackendRegisterEnvCAPI(name: *const c_char, ptr: *mut c_void) -> c_int {
     guard(|| {
         // SAFETY: per contract.
@@ -109,7 +109,7 @@ pub unsafe extern "C" fn TVMBackendRegisterEnvCAPI(name: *const c_char, ptr: *mu
 /// means the pool's size. Non-zero when a task failed (the last error lists each failure).
 /// # Safety
 /// `flambda` is a valid task function; `cdata` is what it expects.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMBackendParallelLaunch(
     flambda: FTVMParallelLambda,
     cdata: *mut c_void,
@@ -121,7 +121,7 @@ pub unsafe extern "C" fn TVMBackendParallelLaunch(
 /// Waits until every task of the current launch has reached this barrier.
 /// # Safety
 /// Called from a task with the `penv` it received.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMBackendParallelBarrier(task_id: c_int, penv: *mut TVMParallelGroupEnv) -> c_int {
     guard(|| threading::parallel_barrier(task_id, penv))
 }
@@ -129,7 +129,7 @@ pub unsafe extern "C" fn TVMBackendParallelBarrier(task_id: c_int, penv: *mut TV
 /// Calls `f(cdata)` only the first time (`*handle` NULL), race-free.
 /// # Safety
 /// `handle` points to a pointer-sized variable that lives as long as the program uses it.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMBackendRunOnce(
     handle: *mut *mut c_void,
     f: Option<unsafe extern "C" fn(*mut c_void) -> c_int>,

@@ -14,7 +14,7 @@ use std::ffi::{c_char, c_int, c_void};
 /// `*out`: owned by caller (free with `TVMStreamFree`).
 /// # Safety
 /// `out` is writable.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMStreamCreate(device_type: c_int, device_id: c_int, out: *mut TVMStreamHandle) -> c_int {
     guard(|| {
         // SAFETY: per contract.
@@ -28,7 +28,7 @@ pub unsafe extern "C" fn TVMStreamCreate(device_type: c_int, device_id: c_int, o
 /// Frees a stream.
 /// # Safety
 /// `stream` came from `TVMStreamCreate` on that device.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMStreamFree(device_type: c_int, device_id: c_int, stream: TVMStreamHandle) -> c_int {
     guard(|| device::api(device_type)?.free_stream(device_of(device_type, device_id), stream))
 }
@@ -36,7 +36,7 @@ pub unsafe extern "C" fn TVMStreamFree(device_type: c_int, device_id: c_int, str
 /// Makes `handle` this thread's current stream on the device.
 /// # Safety
 /// `handle` is NULL or a stream of that device.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMSetStream(device_type: c_int, device_id: c_int, handle: TVMStreamHandle) -> c_int {
     guard(|| device::api(device_type)?.set_stream(device_of(device_type, device_id), handle))
 }
@@ -44,7 +44,7 @@ pub unsafe extern "C" fn TVMSetStream(device_type: c_int, device_id: c_int, hand
 /// Waits for `stream` (NULL: the default stream).
 /// # Safety
 /// `stream` is NULL or a stream of that device.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMSynchronize(device_type: c_int, device_id: c_int, stream: TVMStreamHandle) -> c_int {
     guard(|| device::api(device_type)?.stream_sync(device_of(device_type, device_id), stream))
 }
@@ -52,7 +52,7 @@ pub unsafe extern "C" fn TVMSynchronize(device_type: c_int, device_id: c_int, st
 /// Makes `dst` wait for the work queued on `src`.
 /// # Safety
 /// Both are NULL or streams of that device.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMStreamStreamSynchronize(
     device_type: c_int,
     device_id: c_int,
@@ -67,7 +67,7 @@ pub unsafe extern "C" fn TVMStreamStreamSynchronize(
 /// `*out_data`: owned by caller (free with `TVMDeviceFreeDataSpace` on the same device).
 /// # Safety
 /// `out_data` is writable.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMDeviceAllocDataSpace(
     dev: DLDevice,
     nbytes: usize,
@@ -89,7 +89,7 @@ pub unsafe extern "C" fn TVMDeviceAllocDataSpace(
 /// `*out_data`: owned by caller (free with `TVMDeviceFreeDataSpace`).
 /// # Safety
 /// `shape` holds `ndim` extents; `mem_scope` is NULL or NUL-terminated; `out_data` is writable.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMDeviceAllocDataSpaceWithScope(
     dev: DLDevice,
     ndim: c_int,
@@ -115,7 +115,7 @@ pub unsafe extern "C" fn TVMDeviceAllocDataSpaceWithScope(
 /// Frees device memory (NULL is a no-op).
 /// # Safety
 /// `ptr` is NULL or came from an allocation on `dev`, not used afterwards.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMDeviceFreeDataSpace(dev: DLDevice, ptr: *mut c_void) -> c_int {
     guard(|| device::api(dev.device_type)?.free_data_space(dev, ptr))
 }
@@ -123,7 +123,7 @@ pub unsafe extern "C" fn TVMDeviceFreeDataSpace(dev: DLDevice, ptr: *mut c_void)
 /// Copies between tensors through the non-CPU side's device API (no device-type check).
 /// # Safety
 /// Both are live tensors.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMDeviceCopyDataFromTo(
     from: *mut DLTensor,
     to: *mut DLTensor,

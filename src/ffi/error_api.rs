@@ -21,7 +21,7 @@ use std::ffi::{c_char, c_void};
 /// dropped.
 /// # Safety
 /// `py_object` is NULL or a live `PyObject*` of the interpreter that registered the functions.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMAPISetLastPythonError(py_object: *mut c_void) {
     guard_void(|| {
         // SAFETY: per contract.
@@ -36,21 +36,21 @@ pub unsafe extern "C" fn TVMAPISetLastPythonError(py_object: *mut c_void) {
 /// one (TVM v0.14+).
 /// # Ownership
 /// Borrowed: valid until the last error changes on this thread or `TVMDropLastPythonError`.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub extern "C" fn TVMGetLastPythonError() -> *mut c_void {
     error::last_python_error_ptr()
 }
 
 /// Lets go of the Python exception of this thread's last error, if any (its message becomes
 /// ""), so the exception's frames can be collected (TVM v0.14+).
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub extern "C" fn TVMDropLastPythonError() {
     guard_void(error::drop_last_python_error)
 }
 
 /// The backtrace of the last error (TVM v0.14+): always NULL, this runtime records none (TVM
 /// returns NULL too when an error carries no backtrace).
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub extern "C" fn TVMGetLastBacktrace() -> *const c_char {
     std::ptr::null()
 }
@@ -58,5 +58,5 @@ pub extern "C" fn TVMGetLastBacktrace() -> *const c_char {
 /// TVM v0.14+ re-throws the last error as a C++ exception here. This runtime is not C++ and
 /// cannot unwind its caller's frames: the call keeps the last error as it is and returns, so a
 /// C++ caller must read `TVMGetLastError` / `TVMGetLastPythonError` and throw itself.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub extern "C" fn TVMThrowLastError() {}

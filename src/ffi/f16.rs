@@ -1,13 +1,13 @@
 //! The half-precision helpers LLVM-generated code calls (`__gnu_f2h_ieee`, `__gnu_h2f_ieee`).
 
 /// float32 -> float16 bits, rounding to nearest even.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub extern "C" fn __gnu_f2h_ieee(x: f32) -> u16 {
     half::f16::from_f32(x).to_bits()
 }
 
 /// float16 bits -> float32.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub extern "C" fn __gnu_h2f_ieee(x: u16) -> f32 {
     half::f16::from_bits(x).to_f32()
 }

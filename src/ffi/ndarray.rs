@@ -15,7 +15,7 @@ use std::ffi::{c_int, c_uint, c_void};
 /// `shape`: borrowed for the call (copied). `*out`: owned by caller (free with `TVMArrayFree`).
 /// # Safety
 /// `shape` holds `ndim` extents; `out` is writable.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMArrayAlloc(
     shape: *const tvm_index_t,
     ndim: c_int,
@@ -43,7 +43,7 @@ pub unsafe extern "C" fn TVMArrayAlloc(
 /// Releases an array reference (NULL accepted).
 /// # Safety
 /// `handle` is NULL or an owned NDArray handle, not used afterwards.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMArrayFree(handle: TVMArrayHandle) -> c_int {
     guard(|| {
         if !handle.is_null() {
@@ -57,7 +57,7 @@ pub unsafe extern "C" fn TVMArrayFree(handle: TVMArrayHandle) -> c_int {
 /// Copies `nbytes` of host memory into the array (synchronous).
 /// # Safety
 /// `handle` is a live array; `data` holds `nbytes` readable bytes.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMArrayCopyFromBytes(handle: TVMArrayHandle, data: *mut c_void, nbytes: usize) -> c_int {
     guard(|| {
         // SAFETY: per contract.
@@ -69,7 +69,7 @@ pub unsafe extern "C" fn TVMArrayCopyFromBytes(handle: TVMArrayHandle, data: *mu
 /// Copies the array into `nbytes` of host memory (synchronous).
 /// # Safety
 /// `handle` is a live array; `data` holds `nbytes` writable bytes.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMArrayCopyToBytes(handle: TVMArrayHandle, data: *mut c_void, nbytes: usize) -> c_int {
     guard(|| {
         // SAFETY: per contract.
@@ -81,7 +81,7 @@ pub unsafe extern "C" fn TVMArrayCopyToBytes(handle: TVMArrayHandle, data: *mut 
 /// Copies between two tensors of equal byte size (asynchronous on GPUs).
 /// # Safety
 /// Both are live tensors (array handles or plain `DLTensor*`).
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMArrayCopyFromTo(
     from: TVMArrayHandle,
     to: TVMArrayHandle,
@@ -99,7 +99,7 @@ pub unsafe extern "C" fn TVMArrayCopyFromTo(
 /// `from`: ownership moves to the array. `*out`: owned by caller (free with `TVMArrayFree`).
 /// # Safety
 /// `from` is a live managed tensor; `out` is writable.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMArrayFromDLPack(from: *mut DLManagedTensor, out: *mut TVMArrayHandle) -> c_int {
     guard(|| {
         // SAFETY: per contract.
@@ -116,7 +116,7 @@ pub unsafe extern "C" fn TVMArrayFromDLPack(from: *mut DLManagedTensor, out: *mu
 /// `*out`: owned by caller; call its `deleter` exactly once.
 /// # Safety
 /// `from` is a live array; `out` is writable.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMArrayToDLPack(from: TVMArrayHandle, out: *mut *mut DLManagedTensor) -> c_int {
     guard(|| {
         // SAFETY: per contract.
@@ -131,7 +131,7 @@ pub unsafe extern "C" fn TVMArrayToDLPack(from: TVMArrayHandle, out: *mut *mut D
 /// Calls `dltensor->deleter(dltensor)` (skipped when NULL).
 /// # Safety
 /// `dltensor` is NULL or a live managed tensor, not used afterwards.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMDLManagedTensorCallDeleter(dltensor: *mut DLManagedTensor) {
     guard_void(|| {
         // SAFETY: per contract.
@@ -147,7 +147,7 @@ pub unsafe extern "C" fn TVMDLManagedTensorCallDeleter(dltensor: *mut DLManagedT
 /// The type index of the container behind an array handle (2 for every array).
 /// # Safety
 /// `handle` is a live NDArray handle; `out_tindex` is writable.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMArrayGetTypeIndex(handle: TVMArrayHandle, out_tindex: *mut c_uint) -> c_int {
     guard(|| {
         // SAFETY: per contract.

@@ -12,7 +12,7 @@ use std::ffi::{c_char, c_int, c_uint};
 /// The type index of an object.
 /// # Safety
 /// `obj` is a live object handle (not a `DLTensor*`); `out_tindex` is writable.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMObjectGetTypeIndex(obj: TVMObjectHandle, out_tindex: *mut c_uint) -> c_int {
     guard(|| {
         // SAFETY: per contract.
@@ -30,7 +30,7 @@ pub unsafe extern "C" fn TVMObjectGetTypeIndex(obj: TVMObjectHandle, out_tindex:
 /// The type index registered under a key (`runtime.Object` itself is not resolvable).
 /// # Safety
 /// `type_key` is NUL-terminated; `out_tindex` is writable.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMObjectTypeKey2Index(type_key: *const c_char, out_tindex: *mut c_uint) -> c_int {
     guard(|| {
         // SAFETY: per contract.
@@ -47,7 +47,7 @@ pub unsafe extern "C" fn TVMObjectTypeKey2Index(type_key: *const c_char, out_tin
 /// `*out_type_key`: a `malloc`ed string owned by caller (release with C `free()`).
 /// # Safety
 /// `out_type_key` is writable.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMObjectTypeIndex2Key(tindex: c_uint, out_type_key: *mut *mut c_char) -> c_int {
     guard(|| {
         // SAFETY: per contract.
@@ -75,7 +75,7 @@ fn malloc_cstr(b: &[u8]) -> Result<*mut c_char> {
 /// Adds a reference (NULL accepted).
 /// # Safety
 /// `obj` is NULL or a live object handle.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMObjectRetain(obj: TVMObjectHandle) -> c_int {
     // SAFETY: per contract.
     guard(|| unsafe {
@@ -87,7 +87,7 @@ pub unsafe extern "C" fn TVMObjectRetain(obj: TVMObjectHandle) -> c_int {
 /// Drops a reference (NULL accepted); the object is deleted at zero.
 /// # Safety
 /// `obj` is NULL or an owned object handle (never a `DLTensor*`), not used afterwards.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMObjectFree(obj: TVMObjectHandle) -> c_int {
     // SAFETY: per contract.
     guard(|| unsafe {
@@ -99,7 +99,7 @@ pub unsafe extern "C" fn TVMObjectFree(obj: TVMObjectHandle) -> c_int {
 /// Whether `child_type_index` is `parent_type_index` or derives from it.
 /// # Safety
 /// `is_derived` is writable.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMObjectDerivedFrom(
     child_type_index: u32,
     parent_type_index: u32,
@@ -118,7 +118,7 @@ pub unsafe extern "C" fn TVMObjectDerivedFrom(
 /// runtime never returns heap byte arrays; passing any other pointer does nothing.
 /// # Safety
 /// None beyond passing a pointer value.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMByteArrayFree(arr: *mut TVMByteArray) -> c_int {
     guard(|| {
         let _ = ret::is_slot_bytes(arr);

@@ -1,4 +1,4 @@
-//! Moving a returned value to C: ownership per c-api.md §6.1; strings and bytes through this
+//! Moving a returned value to C: ownership as in TVM's C API; strings and bytes through this
 //! thread's return slot, valid until the next call on this thread.
 
 use crate::abi::{TVMByteArray, TVMValue};

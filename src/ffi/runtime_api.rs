@@ -52,7 +52,7 @@ pub type TVMExtensionFuncDeclarer = Option<unsafe extern "C" fn(register_func_ha
 /// `msg`: borrowed for the call (copied); NULL is taken as "".
 /// # Safety
 /// `msg` is NULL or NUL-terminated.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMAPISetLastError(msg: *const c_char) {
     guard_void(|| {
         let text = if msg.is_null() {
@@ -68,7 +68,7 @@ pub unsafe extern "C" fn TVMAPISetLastError(msg: *const c_char) {
 /// The last error of this thread ("" before any).
 /// # Ownership
 /// The result is thread-local, valid until the next error is set on this thread.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub extern "C" fn TVMGetLastError() -> *const c_char {
     error::last_error_ptr()
 }
@@ -78,7 +78,7 @@ pub extern "C" fn TVMGetLastError() -> *const c_char {
 /// `file_name`, `format`: borrowed for the call. `*out`: owned by caller (free with `TVMModFree`).
 /// # Safety
 /// Strings are NUL-terminated; `out` is writable.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMModLoadFromFile(
     file_name: *const c_char,
     format: *const c_char,
@@ -103,7 +103,7 @@ pub unsafe extern "C" fn TVMModLoadFromFile(
 /// Both borrowed for the call; the import holds its own reference.
 /// # Safety
 /// Both are live module handles.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMModImport(mod_: TVMModuleHandle, dep: TVMModuleHandle) -> c_int {
     guard(|| {
         // SAFETY: per contract.
@@ -125,7 +125,7 @@ pub unsafe extern "C" fn TVMModImport(mod_: TVMModuleHandle, dep: TVMModuleHandl
 /// or NULL if absent; left untouched on error.
 /// # Safety
 /// `mod_` is live, `func_name` NUL-terminated, `out` writable.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMModGetFunction(
     mod_: TVMModuleHandle,
     func_name: *const c_char,
@@ -148,7 +148,7 @@ pub unsafe extern "C" fn TVMModGetFunction(
 /// Releases a module reference (NULL accepted).
 /// # Safety
 /// `mod_` is NULL or an owned module handle, not used afterwards.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMModFree(mod_: TVMModuleHandle) -> c_int {
     // SAFETY: per contract.
     guard(|| unsafe {
@@ -161,7 +161,7 @@ pub unsafe extern "C" fn TVMModFree(mod_: TVMModuleHandle) -> c_int {
 /// # Safety
 /// `func` is NULL or an owned function handle, not used afterwards (never one from
 /// `TVMBackendGetFuncFromEnv`).
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMFuncFree(func: TVMFunctionHandle) -> c_int {
     // SAFETY: per contract.
     guard(|| unsafe {
@@ -171,13 +171,13 @@ pub unsafe extern "C" fn TVMFuncFree(func: TVMFunctionHandle) -> c_int {
 }
 
 /// Calls a function. Strings and bytes come back through a thread-local slot; other results
-/// are owned by the caller (c-api.md §6.1).
+/// are owned by the caller.
 /// # Ownership
 /// Arguments borrowed for the call. `*ret_val`/`*ret_type_code`: per the returned code; a
 /// string or bytes result is thread-local, valid until the next call on this thread.
 /// # Safety
 /// `func` is live; the arrays hold `num_args` valid values; the out-pointers are writable.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMFuncCall(
     func: TVMFunctionHandle,
     arg_values: *mut TVMValue,
@@ -208,7 +208,7 @@ pub unsafe extern "C" fn TVMFuncCall(
 /// # Safety
 /// Called inside a `TVMPackedCFunc` with the `ret` it received; `value`/`type_code` point to
 /// `num_ret` valid values.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMCFuncSetReturn(
     ret: TVMRetValueHandle,
     value: *mut TVMValue,
@@ -244,10 +244,10 @@ pub unsafe extern "C" fn TVMCFuncSetReturn(
     })
 }
 
-/// Turns a borrowed callback argument into an owned value, in place (c-api.md §8.2).
+/// Turns a borrowed callback argument into an owned value, in place.
 /// # Safety
 /// `value`/`code` point to one valid argument of the running callback.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMCbArgToReturn(value: *mut TVMValue, code: *mut c_int) -> c_int {
     guard(|| {
         // SAFETY: per contract.
@@ -309,7 +309,7 @@ pub unsafe extern "C" fn TVMCbArgToReturn(value: *mut TVMValue, code: *mut c_int
 /// `*out`: owned by caller (free with `TVMFuncFree`).
 /// # Safety
 /// `func` is a valid callback that never unwinds; `out` is writable.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMFuncCreateFromCFunc(
     func: TVMPackedCFunc,
     resource_handle: *mut c_void,
@@ -328,7 +328,7 @@ pub unsafe extern "C" fn TVMFuncCreateFromCFunc(
 /// Registers a copy of `f` as a global (the caller keeps its handle).
 /// # Safety
 /// `name` is NUL-terminated; `f` is live.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMFuncRegisterGlobal(name: *const c_char, f: TVMFunctionHandle, override_: c_int) -> c_int {
     guard(|| {
         // SAFETY: per contract.
@@ -344,7 +344,7 @@ pub unsafe extern "C" fn TVMFuncRegisterGlobal(name: *const c_char, f: TVMFuncti
 /// `*out`: owned by caller (free with `TVMFuncFree`; leaking it is harmless), or NULL if absent.
 /// # Safety
 /// `name` is NUL-terminated; `out` is writable.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMFuncGetGlobal(name: *const c_char, out: *mut TVMFunctionHandle) -> c_int {
     guard(|| {
         super::slots::install()?;
@@ -372,7 +372,7 @@ thread_local! {
 /// this thread.
 /// # Safety
 /// Both out-pointers are writable.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMFuncListGlobalNames(out_size: *mut c_int, out_array: *mut *mut *const c_char) -> c_int {
     guard(|| {
         // SAFETY: per contract.
@@ -394,7 +394,7 @@ pub unsafe extern "C" fn TVMFuncListGlobalNames(out_size: *mut c_int, out_array:
 /// Removes a global (0 also when absent); outstanding handles stay valid.
 /// # Safety
 /// `name` is NUL-terminated.
-#[unsafe(no_mangle)]
+#[no_mangle]
 pub unsafe extern "C" fn TVMFuncRemoveGlobal(name: *const c_char) -> c_int {
     guard(|| {
         // SAFETY: per contract.

@@ -1,4 +1,4 @@
-//! The context function table of model libraries (formats.md §4.3): the addresses of this
+//! The context function table of model libraries: the addresses of this
 //! library's C functions that the loader stores into a DSO's `__TVMFuncCall`,
 //! `__TVMBackendGetFuncFromEnv`, ... pointer variables.
 //!
@@ -33,7 +33,7 @@ static TABLE: Table = Table([
     ("__TVMBackendParallelBarrier", TVMBackendParallelBarrier as *const c_void),
 ]);
 
-/// The table: every slot of formats.md §4.3 with the address of this library's implementation.
+/// The table: every context slot with the address of this library's implementation.
 pub fn context_slots() -> &'static [(&'static str, *const c_void)] {
     &TABLE.0
 }

@@ -1,4 +1,4 @@
-//! The runtime's own global functions (globals.md Part A), registered into the registry the
+//! The runtime's own global functions, registered into the registry the
 //! same way a user's functions are, once, on first use of the registry.
 
 mod containers;

@@ -1,4 +1,4 @@
-//! The `__tvm_dev_mblob` blob of a model library (formats.md §5): the imported modules of the
+//! The `__tvm_dev_mblob` blob of a model library: the imported modules of the
 //! library, serialized, and the import tree that connects them to the library's own code.
 //!
 //! Layout: an 8-byte little-endian payload length, then the payload: a u64 entry count and the
@@ -36,7 +36,7 @@
 //! A C loader must consume exactly its entry's data with these, or the next entry is misread
 //! (and then rejected). The handle is checked against the streams open on the calling thread,
 //! so a stale or foreign handle is an error, never a wild read. This differs from TVM v0.8,
-//! whose loaders receive a C++ `dmlc::Stream*` (globals.md pitfall 10): loaders compiled for
+//! whose loaders receive a C++ `dmlc::Stream*`: loaders compiled for
 //! TVM's C++ runtime cannot be used with this one. To make a module from C functions, a C
 //! loader can call `runtime.ModuleFromFunctions(type_key, name0, func0, name1, func1, ...)`.
 
@@ -99,7 +99,7 @@ impl<'a> BlobStream<'a> {
         self.type_key
     }
 
-    /// The reader, for the dmlc::Stream encodings of formats.md §1.
+    /// The reader, for the dmlc::Stream encodings.
     pub fn reader(&mut self) -> &mut Reader<'a> {
         &mut self.reader
     }
@@ -276,7 +276,7 @@ pub fn load_bytes(key: &str, bytes: &[u8]) -> Option<Result<Module>> {
     Some(call_loader(&name, &loader, key, bytes, None).map(|(m, _)| m))
 }
 
-/// Builds the module tree of a blob payload (formats.md §5.3). `make_lib` makes a new library
+/// Builds the module tree of a blob payload. `make_lib` makes a new library
 /// module for the DSO (for `_lib`, and as the root of legacy blobs).
 pub fn process(payload: &[u8], make_lib: &dyn Fn() -> Module) -> Result<LoadedBlob> {
     process_in(payload, make_lib, None)
@@ -355,7 +355,7 @@ pub fn process_in(payload: &[u8], make_lib: &dyn Fn() -> Module, region: Option<
     }
 }
 
-/// Writes blobs (for tests and tools): the framing and entries of formats.md §5.
+/// Writes blobs (for tests and tools): the framing and entries read above.
 #[derive(Default)]
 pub struct BlobWriter {
     entries: Vec<u8>,

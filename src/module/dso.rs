@@ -1,7 +1,7 @@
-//! Loading a model library (formats.md §4.5): `runtime.module.loadfile_so`.
+//! Loading a model library: `runtime.module.loadfile_so`.
 //!
 //! 1. `dlopen(path, RTLD_NOW | RTLD_LOCAL)`.
-//! 2. Fill the context function slots (`__TVMFuncCall`, ..., formats.md §4.3).
+//! 2. Fill the context function slots (`__TVMFuncCall`, ...).
 //! 3. If the library has a `__tvm_dev_mblob`, build the module tree from it ([`super::blob`]),
 //!    giving the blob's pages back to the kernel as they are copied out ([`crate::mapped`]);
 //!    otherwise the root is one `library` module for the DSO. A library with tvm-ffi's

@@ -61,7 +61,7 @@ thread_local! {
     static BUILDING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// `runtime.SystemLib()`: the process-wide system library module (backend.md §3).
+/// `runtime.SystemLib()`: the process-wide system library module.
 pub fn system_lib() -> crate::error::Result<super::Module> {
     system_lib_prefixed("")
 }

@@ -1,5 +1,5 @@
 //! NDArray: a counted tensor whose C handle is the `DLTensor` inside its container
-//! (`[header 16 B][DLTensor 48 B][manager_ctx 8 B][...]`, c-api.md §5.2).
+//! (`[header 16 B][DLTensor 48 B][manager_ctx 8 B][...]`).
 
 pub mod serialize;
 

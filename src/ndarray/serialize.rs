@@ -1,4 +1,4 @@
-//! The NDArray record and the params blob (formats.md §2, §3).
+//! The NDArray record and the params blob.
 
 use super::NDArray;
 use crate::abi::{DLDataType, DLDevice};

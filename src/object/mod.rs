@@ -38,7 +38,7 @@ pub mod index {
     pub const DYNAMIC: u32 = 9;
 }
 
-/// The object header (c-api.md §5.2): the de-facto ABI shared with C and C++ code.
+/// The object header: the de-facto ABI shared with C and C++ code.
 #[repr(C)]
 #[derive(Debug)]
 pub struct ObjectHeader {

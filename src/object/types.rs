@@ -1,4 +1,4 @@
-//! The type table: keys, parents and indices of object types (globals.md Part B).
+//! The type table: keys, parents and indices of object types.
 
 use super::index;
 use crate::error::{Error, Result};

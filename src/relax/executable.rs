@@ -33,7 +33,7 @@
 //!
 //! | ffi | classic | kind | value |
 //! |---|---|---|---|
-//! | 70 | 0 | tensor | an NDArray record (magic `0xDD5E40F096B4A13F`, formats.md §2), CPU only |
+//! | 70 | 0 | tensor | an NDArray record (magic `0xDD5E40F096B4A13F`), CPU only |
 //! | 69 | 2 | shape | u64 count, then that many i64 |
 //! | 65 | 3 | string | u64 count, then the bytes |
 //! | 1 | 4 | int | i64 |

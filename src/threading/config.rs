@@ -1,4 +1,4 @@
-//! Process-wide thread-pool settings (backend.md §6), computed once, and CPU affinity.
+//! Process-wide thread-pool settings, computed once, and CPU affinity.
 //!
 //! TVM v0.8 re-reads `TVM_NUM_THREADS` / `OMP_NUM_THREADS` and re-counts the CPUs on every
 //! launch; this runtime does it once, at the first use of the pool, and keeps the result for the
@@ -78,7 +78,7 @@ pub fn atoi(value: &str) -> i64 {
 
 /// `MaxConcurrency()` from the two variables and the usable CPU count: `TVM_NUM_THREADS`, else
 /// `OMP_NUM_THREADS` (each `max(atoi, 1)`), else the CPUs, halved on x86-64 as TVM assumes 2-way
-/// SMT there (backend.md §6.1, pitfall 3).
+/// SMT there.
 pub fn max_concurrency(tvm: Option<&str>, omp: Option<&str>, usable_cpus: usize) -> usize {
     match tvm.or(omp) {
         Some(v) => usize::try_from(atoi(v).max(1)).unwrap_or(usize::MAX),
@@ -152,7 +152,7 @@ fn compute() -> Settings {
     }
 }
 
-/// Number of tasks `runtime.config_threadpool(mode, nthreads)` selects (backend.md §6.2): the
+/// Number of tasks `runtime.config_threadpool(mode, nthreads)` selects: the
 /// mode's core count, overridden by a non-zero `nthreads`, capped at the slot count, and never
 /// below 1 (v0.8 can reach 0 and then hangs).
 pub fn configured_threads(s: &Settings, mode: i32, nthreads: i32) -> usize {
@@ -272,7 +272,7 @@ pub mod affinity {
         false
     }
 
-    /// Pins the calling worker thread that runs task `task_id` to its one core (backend.md §6.4).
+    /// Pins the calling worker thread that runs task `task_id` to its one core.
     pub fn pin_worker(s: &Settings, task_id: usize, mode: CoreMode) {
         if !s.bind_threads {
             return;

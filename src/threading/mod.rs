@@ -1,5 +1,5 @@
 //! The CPU thread pool behind `TVMBackendParallelLaunch` / `TVMBackendParallelBarrier`,
-//! `runtime.config_threadpool` and `TVMBackendRunOnce` (backend.md §5–7).
+//! `runtime.config_threadpool` and `TVMBackendRunOnce`.
 //!
 //! Task model (as in TVM v0.8): a launch of `N` tasks calls `flambda(task_id, penv, cdata)`
 //! exactly once for every `task_id` in `0..N`, with `penv->num_task == N`, all tasks able to run
@@ -7,7 +7,7 @@
 //! launching thread runs task 0 itself; tasks `1..N` run on long-lived worker threads.
 //! `num_task <= 0` means "the calling thread's configured worker count".
 //!
-//! Differences from v0.8 (backend.md §5.3, §6 and this project's requirements):
+//! Differences from v0.8 (the thread-pool settings, and this project's requirements):
 //! * failures are always reported (also with one thread), completely (published before the
 //!   launch can complete), as `Task <i> error: <message>\n` lines;
 //! * a launch from inside a task runs inline as a one-task launch instead of deadlocking or
@@ -158,7 +158,7 @@ fn failure_text(failures: &[(usize, String)]) -> Error {
 
 fn launch(job: Job, num_task: i32) -> Result<()> {
     if pool::in_task() {
-        // Nested launch: one task, inline (backend.md §5.3).
+        // Nested launch: one task, inline.
         return pool::run_inline(job).map_err(|m| failure_text(&[(0, m)]));
     }
     let s = config::settings();
@@ -228,7 +228,7 @@ pub fn parallel_barrier(_task_id: i32, _penv: *mut TVMParallelGroupEnv) -> Resul
     pool::barrier().map_err(Error::tvm)
 }
 
-/// `runtime.config_threadpool(mode, nthreads)` (backend.md §6.2) for the calling thread: mode 1
+/// `runtime.config_threadpool(mode, nthreads)` for the calling thread: mode 1
 /// uses the fastest cores' count, -1 the slowest, others the slot count; a non-zero `nthreads`
 /// overrides it; the result is capped at the slot count and is at least 1. With
 /// `TVM_BIND_THREADS=1` the calling thread is re-pinned for the mode.

@@ -1,4 +1,4 @@
-//! `DLDataType` text forms (formats.md §1.7) and size rules.
+//! `DLDataType` text forms and size rules.
 
 use crate::abi::DLDataType;
 use crate::error::{Error, Result};

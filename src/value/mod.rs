@@ -1,7 +1,7 @@
 //! Values of the PackedFunc calling convention: `TVMValue` + type code <-> typed Rust values.
 //!
 //! [`Args`] is a borrowed view of the caller's `(values, codes)` arrays; typed accessors apply
-//! TVM's coercion rules (c-api.md §6.2). [`Value`] is an owned value (a return value, or an
+//! TVM's coercion rules. [`Value`] is an owned value (a return value, or an
 //! argument copied out). [`ArgsBuf`] encodes Rust values as borrowed arguments.
 
 pub mod dtype;

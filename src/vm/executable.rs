@@ -1,11 +1,11 @@
 //! The serialized VM executable of TVM v0.8 (`executable.cc`): reading with everything checked,
 //! and writing back byte for byte.
 //!
-//! Layout (dmlc::Stream conventions, formats.md §1): magic `0xD225DE2F4214151D` (u64), the
+//! Layout (dmlc::Stream conventions): magic `0xD225DE2F4214151D` (u64), the
 //! version string (`"0.8.0"`), then four sections:
 //!
 //! 1. globals: `vec<str>`, the VM function names in function-index order;
-//! 2. constants: a u64 count, that many NDArray records (formats.md §2), then
+//! 2. constants: a u64 count, that many NDArray records, then
 //!    `vec<i64>` the device type of each constant;
 //! 3. primitives: `vec<str>` the kernel names in packed-index order, then
 //!    `map<u64, map<str, str>>` their string attributes (`hash`, `*layout`, ...);

@@ -1,4 +1,4 @@
-//! The Relay virtual machine of TVM v0.8 (`src/runtime/vm/`, globals.md A.9): executables made
+//! The Relay virtual machine of TVM v0.8 (`src/runtime/vm/`): executables made
 //! by `relay.vm.compile` (one `.so` from `exe.mod.export_library`, or `exe.save()`'s bytecode
 //! plus the kernel library), and the VirtualMachine that runs them, with dynamic shapes,
 //! control flow and ADT results.

@@ -28,7 +28,7 @@ pub fn v018_manifest() -> Option<(PathBuf, serde_json::Value)> {
     Some((dir, serde_json::from_str(&text).expect("manifest JSON")))
 }
 
-/// An NDArray record (formats.md §2) of a CPU float32 array.
+/// An NDArray record of a CPU float32 array.
 pub fn ndarray_record_f32(shape: &[i64], data: &[f32]) -> Vec<u8> {
     let mut b = Vec::new();
     b.extend_from_slice(&0xDD5E_40F0_96B4_A13Fu64.to_le_bytes());

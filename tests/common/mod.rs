@@ -74,7 +74,7 @@ pub fn read_npy_f32(path: &Path) -> (Vec<i64>, Vec<u8>) {
 // ---------------------------------------------------------------------------------------------
 // Blobs and generated libraries
 
-/// Writes a `__tvm_dev_mblob` (formats.md §5), independently of the runtime's own writer.
+/// Writes a `__tvm_dev_mblob`, independently of the runtime's own writer.
 #[derive(Default, Clone)]
 pub struct Blob {
     count: u64,
@@ -574,7 +574,7 @@ pub type KernelInfo<'a> = (&'a str, &'a [(u8, u8, u16)], &'a [&'a str]);
 pub const VADD_KERNEL: KernelInfo<'static> =
     ("vadd_kernel0", &[(3, 64, 1), (3, 64, 1), (3, 64, 1), (2, 32, 1), (0, 32, 1)], &["blockIdx.x", "threadIdx.x"]);
 
-/// A `cuda` / `opencl` blob entry (formats.md 8, 9: format, function map, image), written here
+/// A `cuda` / `opencl` blob entry (format, function map, image), written here
 /// independently of the runtime's writer.
 pub fn device_entry(fmt: &str, kernels: &[KernelInfo<'_>], image: &[u8]) -> Vec<u8> {
     let mut d = Vec::new();

@@ -295,7 +295,7 @@ fn wi64s(o: &mut Vec<u8>, v: &[i64]) {
     v.iter().for_each(|&x| w64(o, x as u64));
 }
 
-/// An NDArray record (formats.md §2) of a CPU tensor.
+/// An NDArray record of a CPU tensor.
 pub fn ndarray_record(h: &Host) -> Vec<u8> {
     let mut o = Vec::new();
     w64(&mut o, 0xDD5E_40F0_96B4_A13F);

@@ -535,7 +535,7 @@ TVM_DLL int TVMFuncFree(TVMFunctionHandle func);
 
 /**
  * Calls a function. Strings and bytes come back through a thread-local slot; other results
- * are owned by the caller (c-api.md §6.1).
+ * are owned by the caller.
  * # Ownership
  * Arguments borrowed for the call. `*ret_val`/`*ret_type_code`: per the returned code; a
  * string or bytes result is thread-local, valid until the next call on this thread.
@@ -553,7 +553,7 @@ TVM_DLL int TVMFuncCall(TVMFunctionHandle func, union TVMValue *arg_values, int 
 TVM_DLL int TVMCFuncSetReturn(TVMRetValueHandle ret, union TVMValue *value, int *type_code, int num_ret);
 
 /**
- * Turns a borrowed callback argument into an owned value, in place (c-api.md §8.2).
+ * Turns a borrowed callback argument into an owned value, in place.
  * # Safety
  * `value`/`code` point to one valid argument of the running callback.
  */

@@ -1,4 +1,4 @@
-//! The graph of a BYOC JSON runtime module (formats.md §11), as TVM's `JSONSerializer`
+//! The graph of a BYOC JSON runtime module, as TVM's `JSONSerializer`
 //! (`codegen_json.h`) writes it and `JSONRuntimeBase::LoadGraph` reads it:
 //!
 //! ```text

@@ -1,4 +1,4 @@
-//! The JSON runtime base (TVM's `JSONRuntimeBase`, formats.md §11) that every BYOC JSON backend
+//! The JSON runtime base (TVM's `JSONRuntimeBase`) that every BYOC JSON backend
 //! plugs into: the payload (symbol, graph JSON, const names), the graph ([`graph`]), binding of
 //! a call's input and output tensors, the module's functions and the save/load round trip.
 //!

@@ -1,5 +1,5 @@
-//! The CUDA device API for `kDLCUDA` (2) and `kDLCUDAHost` (3) through the driver API
-//! (devices.md §7.1–7.3): each device's primary context, retained once and made current on the
+//! The CUDA device API for `kDLCUDA` (2) and `kDLCUDAHost` (3) through the driver API:
+//! each device's primary context, retained once and made current on the
 //! calling thread before every driver call; a thread-local current device and stream slot;
 //! memory, copies, streams, attributes and per-thread workspace pools.
 

@@ -1,5 +1,5 @@
 //! The CUDA driver (`libcuda.so.1`), opened at run time through cudarc's bindings with dynamic
-//! loading (devices.md §7.8, §9.2). The first CUDA operation checks that the library loads and
+//! loading. The first CUDA operation checks that the library loads and
 //! that every entry point this runtime calls is there (cudarc would otherwise panic at the first
 //! call of a missing one), then calls `cuInit(0)`. The outcome, success or the reason for
 //! failure, is kept for the life of the process.
@@ -174,7 +174,7 @@ pub fn error_string(r: CUresult) -> String {
     format!("CUresult {}", r as i32)
 }
 
-/// Runtime-style check: `CUDA: <error string>` (devices.md 7.7), with [`sticky_note`].
+/// Runtime-style check: `CUDA: <error string>`, with [`sticky_note`].
 pub fn check(r: CUresult) -> Result<()> {
     if r == CUresult::CUDA_SUCCESS {
         Ok(())

@@ -1,4 +1,4 @@
-//! CUDA (devices.md §7): the driver opened at run time ([`driver`], cudarc's bindings with
+//! CUDA: the driver opened at run time ([`driver`], cudarc's bindings with
 //! dynamic loading), the device API for `cuda` and `cuda_host` ([`api`]) and the `cuda` module
 //! ([`module`]). Loading a CUDA export never opens the driver; the first CUDA operation does,
 //! and without a driver it fails with `CUDA: CUDA driver library could not be loaded (...)`.

@@ -1,4 +1,4 @@
-//! The CUDA module (type key `cuda`, devices.md §7.4–7.7, formats.md §8): PTX, cubin or fatbin
+//! The CUDA module (type key `cuda`): PTX, cubin or fatbin
 //! kept as loaded (plus one NUL), put into each device with `cuModuleLoadData` on the first call
 //! there, kernels launched with the grid and block their thread tags give. Parsing never
 //! touches the driver, so CUDA exports load on machines without one.
@@ -187,7 +187,7 @@ impl ModuleNode for CudaModule {
     }
 }
 
-/// One kernel launch (devices.md 7.5).
+/// One kernel launch.
 fn launch(inner: &Inner, funcs: &Mutex<HashMap<i32, usize>>, sig: &KernelSig, args: &Args<'_>) -> Result<()> {
     let call = sig.decode(args)?;
     let dev = bind_current()?;
@@ -260,7 +260,7 @@ pub fn last_kernel() -> Option<(String, i32)> {
     })
 }
 
-/// The launch error text of devices.md 7.7 (without the PTX source).
+/// TVM's launch error text (without the PTX source).
 pub fn launch_error(result_name: &str, d: &kernel::LaunchDims, kernel: &str) -> String {
     format!(
         "CUDALaunch Error: {result_name}\n grid=({},{},{}),  block=({},{},{})\n// func_name={kernel}",
@@ -269,7 +269,7 @@ pub fn launch_error(result_name: &str, d: &kernel::LaunchDims, kernel: &str) -> 
 }
 
 /// `__tvm_prepare_global_barrier`: zero the module's `__tvm_global_barrier_state` counter on
-/// the current device (devices.md 7.6).
+/// the current device.
 fn prepare_global_barrier(inner: &Inner, ptrs: &Mutex<HashMap<i32, u64>>) -> Result<()> {
     let dev = bind_current()?;
     let mut ptrs = ptrs.lock();

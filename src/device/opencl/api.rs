@@ -1,4 +1,4 @@
-//! The OpenCL device API (type 4, devices.md §8.1–8.3): one process-wide workspace (platform,
+//! The OpenCL device API (type 4): one process-wide workspace (platform,
 //! devices, one context, one in-order queue per device) set up on the first operation that needs
 //! it, buffer descriptors as data pointers, copies, queue sync and per-thread workspace pools.
 
@@ -93,7 +93,7 @@ fn warn(msg: &str) {
     eprintln!("[tvm-runtime] warning: {msg}");
 }
 
-/// Discovery (devices.md 8.1): the first platform with GPU devices, or else CPU devices on that
+/// Discovery: the first platform with GPU devices, or else CPU devices on that
 /// same platform; all of its devices; one context; one queue each.
 fn init() -> std::result::Result<Workspace, String> {
     let drv = driver::driver().map_err(str::to_owned)?;
@@ -185,7 +185,7 @@ impl Workspace {
     }
 }
 
-/// What an OpenCL data pointer points to (devices.md 8.3): the `cl_mem` first.
+/// What an OpenCL data pointer points to: the `cl_mem` first.
 #[repr(C)]
 pub struct BufferDesc {
     /// The buffer.

@@ -1,4 +1,4 @@
-//! The OpenCL ICD loader, opened at run time (devices.md §8.8, §9.2): `libOpenCL.so.1` (then
+//! The OpenCL ICD loader, opened at run time: `libOpenCL.so.1` (then
 //! `libOpenCL.so`) is opened once, on the first OpenCL operation, and every entry point the
 //! runtime uses is resolved then, so a missing one makes the driver unavailable with the symbol
 //! named, instead of failing later. Success or failure is cached for the life of the process.

@@ -1,4 +1,4 @@
-//! OpenCL (devices.md §8): the driver opened at run time ([`driver`]), the device API
+//! OpenCL: the driver opened at run time ([`driver`]), the device API
 //! ([`api`]) and the `opencl` module ([`module`]). Nothing here opens the driver before an
 //! OpenCL operation needs it, so CPU models load and run on machines without OpenCL, and
 //! OpenCL modules load there too (their calls fail with `No OpenCL device (...)`).

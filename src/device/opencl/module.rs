@@ -1,4 +1,4 @@
-//! The OpenCL module (type key `opencl`, devices.md §8.4–8.6, formats.md §9): kernel source
+//! The OpenCL module (type key `opencl`): kernel source
 //! split per kernel at load time (no driver needed), one program per (kernel, device) built on
 //! first call, one `cl_kernel` per (thread, module, kernel, device), launched with the NDRange
 //! the kernel's thread tags give.
@@ -27,7 +27,7 @@ use std::sync::{Arc, OnceLock};
 /// The delimiter before each kernel in the source.
 const DELIMITER: &str = "// Function: ";
 
-/// Splits kernel-delimited source into (name, piece) pairs (formats.md §9).
+/// Splits kernel-delimited source into (name, piece) pairs.
 pub fn split_kernels(source: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut pos = match source.find(DELIMITER) {
@@ -209,7 +209,7 @@ impl ModuleNode for OpenClModule {
     }
 }
 
-/// One kernel call (devices.md 8.6).
+/// One kernel call.
 fn launch(inner: &Inner, idx: usize, sig: &KernelSig, args: &Args<'_>) -> Result<()> {
     let ws = api::workspace()?;
     let dev = thread_device();

@@ -1,4 +1,4 @@
-//! The graph executor (graph-executor.md §3–§5, §8): storage planned as TVM plans it, one
+//! The graph executor: storage planned as TVM plans it, one
 //! closure per operator with private `DLTensor` argument copies, and the executor's functions.
 //!
 //! Parameters handed over by a factory are shared, not copied, when their storage slot holds
@@ -98,7 +98,7 @@ pub struct GraphExecutor {
     param_names: Mutex<std::collections::HashSet<String>>,
 }
 
-/// The default linked-parameter lookup (graph-executor.md §3.4).
+/// The default linked-parameter lookup.
 fn lookup_linked_param(
     module: &Module,
     sid: usize,
@@ -691,7 +691,7 @@ impl GraphExecutor {
     }
 
     #[cfg(feature = "profiling")]
-    /// Debug: `run_individual(number, repeat, min_repeat_ms)` (graph-executor.md §8.3).
+    /// Debug: `run_individual(number, repeat, min_repeat_ms)`.
     pub fn run_individual(&self, mut number: i64, repeat: i64, min_repeat_ms: i64) -> Result<String> {
         if number <= 0 || repeat <= 0 || min_repeat_ms < 0 {
             return Err(Error::value("run_individual: number and repeat must be positive, min_repeat_ms non-negative"));
@@ -902,7 +902,7 @@ fn tensor_arg<'a>(args: &Args<'a>, i: usize) -> Result<&'a DLTensor> {
     unsafe { p.as_ref() }.ok_or_else(|| Error::value(format!("argument {i}: tensor must not be NULL")))
 }
 
-/// The executor's functions, by name (graph-executor.md §5 and §8.2).
+/// The executor's functions, by name.
 pub fn get_function(exec: &GraphExecutor, name: &str, this: &Module) -> Option<PackedFunc> {
     let with = |f: fn(&GraphExecutor, &Args<'_>) -> Result<Value>| this.method(move |e, _, a| f(e, a));
     let debug_only = [

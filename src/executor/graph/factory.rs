@@ -1,4 +1,4 @@
-//! The graph executor factory (graph-executor.md §7, formats.md §7): graph JSON, params and the
+//! The graph executor factory: graph JSON, params and the
 //! code module (import #0) in one module, as `export_library` writes it.
 
 use super::GraphExecutor;
@@ -45,7 +45,7 @@ impl GraphExecutorFactory {
         GraphExecutorFactory { graph_json, params: RwLock::new(params), exposed: AtomicBool::new(true), module_name }
     }
 
-    /// Reads the payload of formats.md §7.
+    /// Reads the factory's payload.
     pub fn load(r: &mut Reader<'_>) -> Result<GraphExecutorFactory> {
         let graph_json = r.string().map_err(|e| e.context("GraphExecutorFactory: graph JSON"))?;
         let num_params = r.u64()?;

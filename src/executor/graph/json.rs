@@ -1,4 +1,4 @@
-//! The graph JSON of the graph executor (graph-executor.md §2), parsed with serde_json into
+//! The graph JSON of the graph executor, parsed with serde_json into
 //! typed structs and checked as TVM's reader checks it (plus length checks TVM lacks).
 
 use crate::abi::DLDataType;
@@ -351,7 +351,7 @@ impl Graph {
     }
 }
 
-/// The example graph of graph-executor.md §2.5 (for tests).
+/// A small example graph (for tests).
 #[cfg(test)]
 pub fn tests_example() -> &'static str {
     tests::EXAMPLE

@@ -27,7 +27,7 @@ impl ModuleNode for GraphExecutor {
     }
 }
 
-/// Arguments of `tvm.graph_executor.create` (graph-executor.md §6).
+/// Arguments of `tvm.graph_executor.create`.
 fn create_from_args(a: &Args<'_>, debug: bool) -> Result<Value> {
     let fname = if debug { "graph_executor_debug.create" } else { "graph_executor.create" };
     if a.len() < 4 {
