@@ -74,12 +74,27 @@ fn bridged(name: &str) -> bool {
 }
 
 /// The classic global `name` as a tvm-ffi function, looked up when asked: a classic global
-/// registered or overridden at any time is what the tvm-ffi side sees.
+/// registered or overridden at any time is what the tvm-ffi side sees. One function object per
+/// classic function, kept while that function is the global: asking twice gives the same
+/// object, as for the registry's own globals.
 fn lookup(name: &str) -> Option<super::object::ObjectRef> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    type Cache = Mutex<HashMap<String, (PackedFunc, super::object::ObjectRef)>>;
+    static MADE: OnceLock<Cache> = OnceLock::new();
     if !bridged(name) {
         return None;
     }
-    crate::registry::get(name).map(|f| super::function::from_fn(bridge(name, f)))
+    let f = crate::registry::get(name)?;
+    let mut made = MADE.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
+    match made.get(name) {
+        Some((g, obj)) if g.ptr_eq(&f) => Some(obj.clone()),
+        _ => {
+            let obj = super::function::from_fn(bridge(name, f.clone()));
+            made.insert(name.to_owned(), (f, obj.clone()));
+            Some(obj)
+        }
+    }
 }
 
 fn names() -> Vec<String> {
@@ -192,13 +207,19 @@ mod tests {
         crate::registry::register(name, twice(2), false).unwrap();
         let f = registry::get(name).expect("a classic global registered later is seen");
         assert_eq!(function::call_any(&f, &[Any::int(21)]).unwrap().as_i64(), Some(42));
+        // The same function object each time while the classic function stays.
+        assert!(registry::get(name).unwrap().same_as(&f));
         assert!(registry::names().iter().any(|n| n == name));
         // Setting it from the tvm-ffi side without override is refused, as for its own globals.
         assert!(registry::set(name, f.clone(), false, None).is_err());
         // An override on the classic side is seen too.
         crate::registry::register(name, twice(3), true).unwrap();
-        let f = registry::get(name).unwrap();
-        assert_eq!(function::call_any(&f, &[Any::int(5)]).unwrap().as_i64(), Some(15));
+        let g = registry::get(name).unwrap();
+        assert!(!g.same_as(&f));
+        assert_eq!(function::call_any(&g, &[Any::int(5)]).unwrap().as_i64(), Some(15));
+        // The first one still works while held.
+        assert_eq!(function::call_any(&f, &[Any::int(5)]).unwrap().as_i64(), Some(10));
+        let f = g;
         // Globals outside the bridged prefixes are not shown.
         crate::registry::register("bridge_test.not_contrib", twice(1), true).unwrap();
         assert!(registry::get("bridge_test.not_contrib").is_none());

@@ -441,8 +441,9 @@ pub unsafe fn lookup_from_imports(ctx: *mut TVMFFIObject, name: &str) -> FfiResu
     let f = found.or_else(|| registry::get(name)).ok_or_else(|| {
         FfiError::runtime(format!("Cannot find function {name} in the imported modules or global registry."))
     })?;
-    let ptr = f.as_ptr();
-    p.state.lock().cache.entry(name.to_owned()).or_insert(f);
+    // The pointer of the entry the cache keeps: another thread may have put one in first, and
+    // `f` (which may be a different object for the same name) is dropped then.
+    let ptr = p.state.lock().cache.entry(name.to_owned()).or_insert(f).as_ptr();
     Ok(ptr)
 }
 
