@@ -46,6 +46,31 @@ impl Sig {
         }
         Err(self.mismatch(i, expected, v))
     }
+    /// An object argument of exactly `type_index`, borrowed for the call (`const XObj*`: no
+    /// reference is taken, as tvm-ffi's typed getters take none).
+    fn obj_ref<'a>(self, a: &'a [TVMFFIAny], i: usize, type_index: i32, expected: &str) -> FfiResult<Borrowed<'a>> {
+        let v = &a[i];
+        if v.type_index == type_index {
+            // SAFETY: an object cell of an argument is a live object the caller holds for the
+            // call; the reference made here is never dropped (ManuallyDrop), so no count changes.
+            if let Some(o) = unsafe { ObjectRef::from_raw(v.obj_ptr()) } {
+                return Ok(Borrowed(std::mem::ManuallyDrop::new(o), std::marker::PhantomData));
+            }
+        }
+        Err(self.mismatch(i, expected, v))
+    }
+    /// A value argument as a lookup key: the argument cell itself, unless it needs converting
+    /// (a raw string, a byte array, a moved object).
+    fn key<'a>(self, a: &'a [TVMFFIAny], i: usize) -> FfiResult<Key<'a>> {
+        let v = &a[i];
+        let convert = matches!(v.type_index, ti::RAW_STR | ti::BYTE_ARRAY_PTR | ti::OBJECT_RVALUE_REF)
+            || (v.type_index >= ti::STATIC_OBJECT_BEGIN && v.obj_ptr().is_null());
+        if convert {
+            // SAFETY: argument cells are valid views for the call.
+            return Ok(Key::Owned(unsafe { Any::from_view(v) }?));
+        }
+        Ok(Key::View(v))
+    }
     fn int(self, a: &[TVMFFIAny], i: usize) -> FfiResult<i64> {
         view_as_i64(&a[i]).ok_or_else(|| self.mismatch(i, "int", &a[i]))
     }
@@ -84,6 +109,32 @@ fn add(b: &mut Builder, s: Sig, f: impl Fn(Sig, &[TVMFFIAny]) -> FfiResult<Any> 
         s.check(a)?;
         f(s, a)
     });
+}
+
+/// An object argument borrowed for the call: an [`ObjectRef`] that is never dropped (the
+/// caller's reference keeps the object alive until the call returns, which `'a` stands for).
+struct Borrowed<'a>(std::mem::ManuallyDrop<ObjectRef>, std::marker::PhantomData<&'a TVMFFIAny>);
+
+impl std::ops::Deref for Borrowed<'_> {
+    type Target = ObjectRef;
+    fn deref(&self) -> &ObjectRef {
+        &self.0
+    }
+}
+
+/// A lookup key: an argument cell as it is, or converted.
+enum Key<'a> {
+    View(&'a TVMFFIAny),
+    Owned(Any),
+}
+
+impl Key<'_> {
+    fn raw(&self) -> &TVMFFIAny {
+        match self {
+            Key::View(v) => v,
+            Key::Owned(a) => a.raw(),
+        }
+    }
 }
 
 fn key_pairs(a: &[TVMFFIAny]) -> FfiResult<Vec<(Any, Any)>> {
@@ -142,12 +193,12 @@ fn iter_functor(m: ObjectRef) -> FfiResult<Any> {
     })))
 }
 
-fn get_or_missing(m: &ObjectRef, k: &Any) -> FfiResult<Any> {
-    Ok(map::map_get(m, k)?.unwrap_or_else(missing_object))
+fn get_or_missing(m: &ObjectRef, k: &TVMFFIAny) -> FfiResult<Any> {
+    Ok(map::map_get_raw(m, k)?.unwrap_or_else(missing_object))
 }
 
-fn get_or_key_error(m: &ObjectRef, k: &Any) -> FfiResult<Any> {
-    map::map_get(m, k)?.ok_or_else(|| FfiError::key("key is not in Map"))
+fn get_or_key_error(m: &ObjectRef, k: &TVMFFIAny) -> FfiResult<Any> {
+    map::map_get_raw(m, k)?.ok_or_else(|| FfiError::key("key is not in Map"))
 }
 
 /// The device of the first tensor not on the CPU inside nested containers.
@@ -288,7 +339,7 @@ fn register_array(b: &mut Builder) {
             .ok_or_else(|| FfiError::index(format!("Index {i} out of bounds {}", items.len())))
     });
     add(b, sig("ffi.ArraySize(0: ffi.Array) -> int", 1), |s, a| {
-        Ok(Any::int(seq_items(&s.obj(a, 0, ti::ARRAY, "ffi.Array")?).len() as i64))
+        Ok(Any::int(seq_items(&*s.obj_ref(a, 0, ti::ARRAY, "ffi.Array")?).len() as i64))
     });
     add(b, sig("ffi.ArrayContains(0: ffi.Array, 1: Any) -> bool", 2), |s, a| {
         let o = s.obj(a, 0, ti::ARRAY, "ffi.Array")?;
@@ -305,7 +356,7 @@ fn register_list(b: &mut Builder) {
         list::list_set(&s.list(a, 0)?, s.int(a, 1)?, s.any(a, 2)?).map(|_| Any::none())
     });
     add(b, sig("ffi.ListSize(0: ffi.List) -> int", 1), |s, a| {
-        Ok(Any::int(list::list_size(&s.obj(a, 0, ti::LIST, "ffi.List")?)? as i64))
+        Ok(Any::int(list::list_size(&*s.obj_ref(a, 0, ti::LIST, "ffi.List")?)? as i64))
     });
     add(b, sig("ffi.ListContains(0: ffi.List, 1: Any) -> bool", 2), |s, a| {
         let items = list::list_items(&s.obj(a, 0, ti::LIST, "ffi.List")?)?;
@@ -350,32 +401,32 @@ fn register_list(b: &mut Builder) {
 fn register_maps(b: &mut Builder) {
     b.add("ffi.Map", |a| Ok(Any::object(map::make_map(key_pairs(a)?)?)));
     add(b, sig("ffi.MapSize(0: ffi.Map) -> int", 1), |s, a| {
-        Ok(Any::int(map::map_size(&s.obj(a, 0, ti::MAP, "ffi.Map")?)? as i64))
+        Ok(Any::int(map::map_size(&*s.obj_ref(a, 0, ti::MAP, "ffi.Map")?)? as i64))
     });
     add(b, sig("ffi.MapGetItem(0: ffi.Map, 1: Any) -> Any", 2), |s, a| {
-        get_or_key_error(&s.obj(a, 0, ti::MAP, "ffi.Map")?, &s.any(a, 1)?)
+        get_or_key_error(&*s.obj_ref(a, 0, ti::MAP, "ffi.Map")?, s.key(a, 1)?.raw())
     });
     add(b, sig("ffi.MapCount(0: ffi.Map, 1: Any) -> int", 2), |s, a| {
-        Ok(Any::int(map::map_get(&s.obj(a, 0, ti::MAP, "ffi.Map")?, &s.any(a, 1)?)?.is_some() as i64))
+        Ok(Any::int(map::map_get_raw(&*s.obj_ref(a, 0, ti::MAP, "ffi.Map")?, s.key(a, 1)?.raw())?.is_some() as i64))
     });
     add(b, sig("ffi.MapForwardIterFunctor(0: ffi.Map) -> ffi.Function", 1), |s, a| {
         iter_functor(s.obj(a, 0, ti::MAP, "ffi.Map")?)
     });
     add(b, sig("ffi.MapGetItemOrMissing(0: ffi.Map, 1: Any) -> Any", 2), |s, a| {
-        get_or_missing(&s.obj(a, 0, ti::MAP, "ffi.Map")?, &s.any(a, 1)?)
+        get_or_missing(&*s.obj_ref(a, 0, ti::MAP, "ffi.Map")?, s.key(a, 1)?.raw())
     });
     b.add("ffi.Dict", |a| Ok(Any::object(map::make_dict(key_pairs(a)?)?)));
     add(b, sig("ffi.DictSize(0: ffi.Dict) -> int", 1), |s, a| {
-        Ok(Any::int(map::map_size(&s.obj(a, 0, ti::DICT, "ffi.Dict")?)? as i64))
+        Ok(Any::int(map::map_size(&*s.obj_ref(a, 0, ti::DICT, "ffi.Dict")?)? as i64))
     });
     add(b, sig("ffi.DictGetItem(0: ffi.Dict, 1: Any) -> Any", 2), |s, a| {
-        get_or_key_error(&s.obj(a, 0, ti::DICT, "ffi.Dict")?, &s.any(a, 1)?)
+        get_or_key_error(&*s.obj_ref(a, 0, ti::DICT, "ffi.Dict")?, s.key(a, 1)?.raw())
     });
     add(b, sig("ffi.DictSetItem(0: Dict<Any, Any>, 1: Any, 2: Any) -> void", 3), |s, a| {
         map::dict_set(&s.dict(a, 0)?, s.any(a, 1)?, s.any(a, 2)?).map(|_| Any::none())
     });
     add(b, sig("ffi.DictCount(0: ffi.Dict, 1: Any) -> int", 2), |s, a| {
-        Ok(Any::int(map::map_get(&s.obj(a, 0, ti::DICT, "ffi.Dict")?, &s.any(a, 1)?)?.is_some() as i64))
+        Ok(Any::int(map::map_get_raw(&*s.obj_ref(a, 0, ti::DICT, "ffi.Dict")?, s.key(a, 1)?.raw())?.is_some() as i64))
     });
     add(b, sig("ffi.DictErase(0: Dict<Any, Any>, 1: Any) -> void", 2), |s, a| {
         map::map_erase(&s.dict(a, 0)?, &s.any(a, 1)?).map(|_| Any::none())
@@ -387,7 +438,7 @@ fn register_maps(b: &mut Builder) {
         iter_functor(s.obj(a, 0, ti::DICT, "ffi.Dict")?)
     });
     add(b, sig("ffi.DictGetItemOrMissing(0: ffi.Dict, 1: Any) -> Any", 2), |s, a| {
-        get_or_missing(&s.obj(a, 0, ti::DICT, "ffi.Dict")?, &s.any(a, 1)?)
+        get_or_missing(&*s.obj_ref(a, 0, ti::DICT, "ffi.Dict")?, s.key(a, 1)?.raw())
     });
 }
 
@@ -414,6 +465,35 @@ mod tests {
         let e = call("ffi.ArrayGetItem", std::slice::from_ref(&arr)).unwrap_err();
         assert!(e.message().starts_with("Mismatched number of arguments"), "{}", e.message());
         assert!(call("ffi.ArrayContains", &[arr, Any::string("x")]).unwrap().as_bool().unwrap());
+    }
+
+    #[test]
+    fn lookups_borrow_their_arguments_and_convert_raw_keys() {
+        let long = "a key longer than a small string";
+        let m = call("ffi.Map", &[Any::string(long), Any::int(7), Any::string("k"), Any::int(8)]).unwrap();
+        let mo = m.as_object().unwrap();
+        let key_obj = Any::string(long);
+        let before = (mo.use_count(), key_obj.as_object().unwrap().use_count());
+        let f = registry::get("ffi.MapGetItem").unwrap();
+        for _ in 0..3 {
+            assert_eq!(function::call_any(&f, &[m.clone(), key_obj.clone()]).unwrap().as_i64(), Some(7));
+        }
+        assert_eq!((mo.use_count(), key_obj.as_object().unwrap().use_count()), before);
+        // A raw C string key (what C callers pass) is converted, then found.
+        let c = std::ffi::CString::new(long).unwrap();
+        let raw = TVMFFIAny::with_bits(ti::RAW_STR, c.as_ptr() as u64);
+        assert_eq!(function::call(&f, &[*m.raw(), raw]).unwrap().as_i64(), Some(7));
+        let cnt = registry::get("ffi.MapCount").unwrap();
+        assert_eq!(function::call(&cnt, &[*m.raw(), raw]).unwrap().as_i64(), Some(1));
+        // A null object of an object type, or a map of the wrong type, is an error, not a crash.
+        let null_obj = TVMFFIAny::with_bits(ti::STR, 0);
+        assert!(function::call(&f, &[*m.raw(), null_obj]).unwrap_err().message().contains("NULL object"));
+        let arr = call("ffi.Array", &[Any::int(1)]).unwrap();
+        let e = call("ffi.MapGetItem", &[arr, Any::int(1)]).unwrap_err();
+        assert!(e.message().contains("Expected `ffi.Map` but got `ffi.Array`"), "{}", e.message());
+        let null_map = TVMFFIAny::with_bits(ti::MAP, 0);
+        assert_eq!(function::call(&f, &[null_map, raw]).unwrap_err().kind(), "TypeError");
+        assert_eq!(mo.use_count(), before.0);
     }
 
     #[test]

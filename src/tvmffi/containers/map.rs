@@ -715,8 +715,14 @@ pub fn map_size(o: &ObjectRef) -> FfiResult<u64> {
 
 /// The value of `key` (looked up with `AnyHash`/`AnyEqual`), if present.
 pub fn map_get(o: &ObjectRef, key: &Any) -> FfiResult<Option<Any>> {
+    map_get_raw(o, key.raw())
+}
+
+/// [`map_get`] with the key as a cell (an owned value's or an argument's, as [`Any::from_view`]
+/// would keep it: no raw strings).
+pub fn map_get_raw(o: &ObjectRef, key: &TVMFFIAny) -> FfiResult<Option<Any>> {
     let m = check_map(o)?;
-    match find(m, key.raw())? {
+    match find(m, key)? {
         // SAFETY: owned cell of the map; a copy.
         Some(i) => Ok(Some(unsafe { Any::from_view(entry(m, i).1)? })),
         None => Ok(None),
