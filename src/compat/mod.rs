@@ -1,6 +1,7 @@
 //! One runtime for every classic TVM release (v0.8-v0.19): the globals that later releases
 //! added and that runtime-only clients or exported modules call, the module property masks,
-//! and the version sniffing of formats that changed between releases.
+//! and what changed between releases (module kinds are named by `module::kinds`, device
+//! numbers by `device::names`).
 //!
 //! What changed from v0.8 to v0.19 for exports and runtime-only clients, and where this
 //! runtime handles it (the README's compatibility table summarises the same):
@@ -27,7 +28,6 @@
 //! releases' keys as dynamic types.
 
 pub mod modules;
-pub mod sniff;
 
 use crate::registry::Registrar;
 

@@ -224,7 +224,7 @@ fn available_loaders() -> Vec<String> {
 fn load_entry(key: &str, payload: &[u8], r: &mut Reader<'_>) -> Result<Module> {
     let name = format!("{LOADER_PREFIX}{key}");
     let loader = registry::get(&name).ok_or_else(|| {
-        let what = crate::compat::sniff::module_kind(key).map(|k| format!(" ({key} is {k})")).unwrap_or_default();
+        let what = super::kinds::module_kind(key).map(|k| format!(" ({key} is {k})")).unwrap_or_default();
         Error::tvm(format!(
             "Binary was created using {key}{what} but a loader of that name is not registered ({name}). \
              Available loaders are {}. Perhaps you need to recompile with this runtime enabled.",

@@ -7,6 +7,7 @@ pub mod dso;
 pub mod elf;
 pub mod globals;
 pub mod import_tree;
+pub mod kinds;
 pub mod library;
 pub mod library_bin;
 pub mod memory;

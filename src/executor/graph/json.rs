@@ -253,7 +253,7 @@ impl Graph {
                     for sc in tagged(v, k, "list_str")? {
                         let sc = sc.as_str().ok_or_else(|| invalid("storage_scope values must be strings"))?;
                         if !matches!(sc, "" | "global") {
-                            return Err(crate::compat::sniff::unsupported_storage_scope(sc));
+                            return Err(unsupported_storage_scope(sc));
                         }
                     }
                 }
@@ -349,6 +349,15 @@ impl Graph {
         }
         Ok(())
     }
+}
+
+/// The error for a graph memory scope other than global memory: texture scopes came with TVM
+/// v0.9's OpenCL texture support.
+fn unsupported_storage_scope(scope: &str) -> Error {
+    Error::value(format!(
+        "the graph stores an entry in memory scope {scope:?}: texture memory (TVM v0.9+, OpenCL) is not \
+         supported by this runtime"
+    ))
 }
 
 /// A small example graph (for tests).

@@ -1,6 +1,5 @@
-//! Version sniffing: where an export uses something of a release that this runtime does not
-//! support, or a number means different things in different releases, errors name the feature
-//! and the release it came with instead of guessing.
+//! What a module type key is, for errors about an export this runtime cannot load: the feature
+//! and the releases that write it (version sniffing: name it, never guess).
 
 /// What a blob entry's type key is, when this runtime has no loader for it: the feature and
 /// the releases that write it.
@@ -33,30 +32,14 @@ pub fn module_kind(type_key: &str) -> Option<&'static str> {
     })
 }
 
-/// The names a device type number has had (moved to [`crate::device::names`]).
-pub use crate::device::names::{history as device_type_names, history_note as device_type_note};
-
-/// The error for a graph memory scope other than global memory: texture scopes came with TVM
-/// v0.9's OpenCL texture support.
-pub fn unsupported_storage_scope(scope: &str) -> crate::error::Error {
-    crate::error::Error::value(format!(
-        "the graph stores an entry in memory scope {scope:?}: texture memory (TVM v0.9+, OpenCL) is not \
-         supported by this runtime"
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn known_kinds_and_devices() {
+    fn known_kinds() {
         assert!(module_kind("relax.Executable").unwrap().contains("v0.14"));
         assert!(module_kind("dnnl_json").is_some());
         assert!(module_kind("library_x").is_none());
-        assert!(device_type_names(14).unwrap().contains("oneapi"));
-        assert!(device_type_names(99).is_none());
-        assert_eq!(device_type_note(7), "");
-        assert!(unsupported_storage_scope("global.texture").to_string().contains("v0.9"));
     }
 }
