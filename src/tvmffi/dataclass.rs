@@ -3,7 +3,6 @@
 //! Python-defined classes, repr, recursive comparison and hashing, deep copy, and enums.
 
 pub mod access;
-pub mod access_path;
 pub mod compare;
 pub mod convert;
 pub mod copy;
@@ -57,9 +56,6 @@ pub fn register(b: &mut Builder) {
     }
     if let Err(e) = enums::register_types() {
         eprintln!("tvm-ffi: enum types not registered: {e}");
-    }
-    if let Err(e) = access_path::register_types() {
-        eprintln!("tvm-ffi: access path types not registered: {e}");
     }
     convert::register_converters();
     b.add("ffi._RegisterFFIInit", |a| {

@@ -93,7 +93,9 @@ fn register_types() {
     error_context::context_type();
     mutate::mutator_type();
     key_type();
-    access_path::register_types();
+    if let Err(e) = access_path::register_types() {
+        eprintln!("tvm-ffi: access path types not registered: {e}");
+    }
     let kt = key_type();
     reflect::def_metadata(kt, 24 + std::mem::size_of::<KeyPayload>(), reflect::kind::TREE_NODE);
     reflect::def_field(

@@ -1,14 +1,20 @@
-//! `ffi.reflection.AccessStep` and `ffi.reflection.AccessPath` (tvm-ffi's `access_path.h`):
-//! a path from a root object to a nested attribute or item, a parent-pointing chain of steps.
-//! The layouts are tvm-ffi's (C++ code reads them inline).
+//! `ffi.reflection.AccessStep` and `ffi.reflection.AccessPath` (tvm-ffi's
+//! `reflection/access_path.h`, registered by `reflection_extra.cc`): a path from a root object to
+//! a nested attribute or item, a parent-pointing chain of steps. The layouts are tvm-ffi's (C++
+//! code builds and walks them inline); this module registers everything of the two types: fields,
+//! metadata and creators, methods, `__ffi_repr__`, `__ffi_new__` and `__ffi_shallow_copy__`.
 
 use super::cont::any_equal;
 use super::reflect::{self, arg_obj};
 use crate::tvmffi::any::{Any, TVMFFIAny};
 use crate::tvmffi::containers::array::make_array;
+use crate::tvmffi::dataclass::fields::{self, get_any, get_objref};
+use crate::tvmffi::error::safe_call;
 use crate::tvmffi::globals::arg_any;
 use crate::tvmffi::object::{make_object, ObjectRef};
-use crate::tvmffi::{ti, FfiError, FfiResult};
+use crate::tvmffi::types::{self, TVMFFIFieldInfo, TVMFFITypeMetadata};
+use crate::tvmffi::{function, ti, FfiError, FfiResult, TVMFFIByteArray};
+use std::ffi::c_void;
 use std::sync::OnceLock;
 
 /// `AccessKind`.
@@ -46,6 +52,9 @@ pub struct PathPayload {
     /// How many steps (0 for the root).
     pub depth: i32,
 }
+
+const _: () = assert!(std::mem::size_of::<StepPayload>() == 24);
+const _: () = assert!(std::mem::size_of::<PathPayload>() == 24);
 
 /// The type index of `ffi.reflection.AccessStep`.
 pub fn step_type() -> i32 {
@@ -165,10 +174,182 @@ fn ext(name: &'static str, kind: i32, key_ti: Option<i32>) -> impl Fn(&[TVMFFIAn
     }
 }
 
-/// Registers the methods of the two types. Their fields, metadata, creators and repr are
-/// registered once, by `dataclass::access_path` (which runs first).
-pub fn register_types() {
-    let pt = path_type();
+fn step_repr(s: &ObjectRef, fn_repr: &ObjectRef) -> FfiResult<String> {
+    let st = step_of(s);
+    let key_repr = || -> FfiResult<String> {
+        let r = function::call_any(fn_repr, std::slice::from_ref(&st.key))?;
+        Ok(r.as_str().unwrap_or("").to_owned())
+    };
+    let int = || st.key.as_i64().unwrap_or(0);
+    Ok(match st.kind {
+        step_kind::ATTR => format!(".{}", st.key.as_str().unwrap_or("")),
+        step_kind::ARRAY_ITEM => format!("[{}]", int()),
+        step_kind::MAP_ITEM => format!("[{}]", key_repr()?),
+        step_kind::ATTR_MISSING | step_kind::MAP_ITEM_MISSING => format!("[<missing:{}>]", key_repr()?),
+        step_kind::ARRAY_ITEM_MISSING => format!("[<missing:{}>]", int()),
+        k => return Err(FfiError::value(format!("unknown access kind {k}"))),
+    })
+}
+
+unsafe extern "C" fn get_i32(field: *mut c_void, result: *mut TVMFFIAny) -> i32 {
+    // SAFETY: the field holds an i32; the caller passes a writable cell.
+    unsafe { *result = Any::int(*field.cast::<i32>() as i64).into_raw() };
+    0
+}
+
+unsafe extern "C" fn set_i32(field: *mut c_void, value: *const TVMFFIAny) -> i32 {
+    safe_call(|| {
+        // SAFETY: the value is a valid view.
+        let v = unsafe { crate::tvmffi::any::view_as_i64(&*value) }
+            .ok_or_else(|| FfiError::type_error("expected an int"))?;
+        let v = i32::try_from(v).map_err(|_| FfiError::value(format!("{v} is out of the int32 range")))?;
+        // SAFETY: the field holds an i32.
+        unsafe { *field.cast::<i32>() = v };
+        Ok(())
+    })
+}
+
+unsafe extern "C" fn set_any(field: *mut c_void, value: *const TVMFFIAny) -> i32 {
+    safe_call(|| {
+        // SAFETY: the field is a cell; the value a valid view.
+        unsafe { fields::write_field_value(field.cast(), ti::ANY, Any::from_view(&*value)?) }
+    })
+}
+
+unsafe extern "C" fn set_obj(field: *mut c_void, value: *const TVMFFIAny) -> i32 {
+    safe_call(|| {
+        // SAFETY: the field is an object pointer; the value a valid view.
+        unsafe { fields::write_field_value(field.cast(), ti::OBJECT, Any::from_view(&*value)?) }
+    })
+}
+
+unsafe extern "C" fn create_step(out: *mut *mut c_void) -> i32 {
+    safe_call(|| {
+        // SAFETY: the caller passes a writable slot.
+        unsafe { *out = make_step(0, Any::none()).into_raw().cast() };
+        Ok(())
+    })
+}
+
+unsafe extern "C" fn create_path(out: *mut *mut c_void) -> i32 {
+    safe_call(|| {
+        // SAFETY: the caller passes a writable slot.
+        unsafe { *out = root().into_raw().cast() };
+        Ok(())
+    })
+}
+
+fn field(name: &'static str, schema: &'static str, size: i64, offset: i64, sti: i32) -> TVMFFIFieldInfo {
+    let (getter, setter): (types::FieldGetter, fields::FieldSetter) = match (sti, size) {
+        (ti::INT, _) => (get_i32, set_i32),
+        (_, 16) => (get_any, set_any),
+        _ => (get_objref, set_obj),
+    };
+    TVMFFIFieldInfo {
+        name: TVMFFIByteArray::of(name.as_bytes()),
+        doc: TVMFFIByteArray::EMPTY,
+        metadata: TVMFFIByteArray::of(schema.as_bytes()),
+        flags: 0,
+        size,
+        alignment: if size == 4 { 4 } else { 8 },
+        offset,
+        getter: Some(getter),
+        setter: setter as *mut c_void,
+        default_value_or_factory: TVMFFIAny::NONE,
+        field_static_type_index: sti,
+    }
+}
+
+/// The fields (at tvm-ffi's offsets), metadata and creators, and the repr, new and shallow-copy
+/// attributes of the two types.
+fn register_layout(st: i32, pt: i32) -> FfiResult<()> {
+    let int = r#"{"type_schema":"{\"type\":\"int\"}"}"#;
+    types::register_field(st, &field("kind", int, 4, 24, ti::INT))?;
+    types::register_field(st, &field("key", r#"{"type_schema":"{\"type\":\"Any\"}"}"#, 16, 32, ti::ANY))?;
+    let md = |c: types::ObjectCreator| TVMFFITypeMetadata {
+        doc: TVMFFIByteArray::EMPTY,
+        creator: Some(c),
+        total_size: 48,
+        structural_eq_hash_kind: 4,
+    };
+    types::register_metadata(st, &md(create_step))?;
+    types::register_field(
+        pt,
+        &field(
+            "parent",
+            r#"{"type_schema":"{\"type\":\"Optional\",\"args\":[{\"type\":\"ffi.Object\"}]}"}"#,
+            8,
+            24,
+            ti::ANY,
+        ),
+    )?;
+    types::register_field(
+        pt,
+        &field(
+            "step",
+            r#"{"type_schema":"{\"type\":\"Optional\",\"args\":[{\"type\":\"ffi.reflection.AccessStep\"}]}"}"#,
+            8,
+            32,
+            ti::ANY,
+        ),
+    )?;
+    types::register_field(pt, &field("depth", int, 4, 40, ti::INT))?;
+    types::register_metadata(pt, &md(create_path))?;
+    let step_repr_fn = Any::object(function::from_fn(|a| {
+        let s = arg_obj("__ffi_repr__", a, 0, step_type())?;
+        let f = arg_any("__ffi_repr__", a, 1)?.into_object().map_err(|_| FfiError::type_error("fn_repr"))?;
+        Ok(Any::string(&step_repr(&s, &f)?))
+    }));
+    types::register_attr(st, "__ffi_repr__", step_repr_fn.raw())?;
+    let path_repr_fn = Any::object(function::from_fn(|a| {
+        let p = arg_obj("__ffi_repr__", a, 0, path_type())?;
+        let f = arg_any("__ffi_repr__", a, 1)?.into_object().map_err(|_| FfiError::type_error("fn_repr"))?;
+        let mut s = String::from("<root>");
+        for x in to_steps(&p) {
+            let r = function::call_any(&f, &[Any::object(x)])?;
+            s.push_str(r.as_str().unwrap_or(""));
+        }
+        Ok(Any::string(&s))
+    }));
+    types::register_attr(pt, "__ffi_repr__", path_repr_fn.raw())?;
+    let step_new = Any::object(function::from_fn(|_| Ok(Any::object(make_step(0, Any::none())))));
+    types::register_attr(st, "__ffi_new__", step_new.raw())?;
+    let path_new = Any::object(function::from_fn(|_| Ok(Any::object(root()))));
+    types::register_attr(pt, "__ffi_new__", path_new.raw())?;
+    let step_copy = Any::object(function::from_fn(|a| {
+        let s = arg_obj("__ffi_shallow_copy__", a, 0, step_type())?;
+        let p = step_of(&s);
+        Ok(Any::object(make_step(p.kind, p.key.clone())))
+    }));
+    types::register_attr(st, "__ffi_shallow_copy__", step_copy.raw())?;
+    let path_copy = Any::object(function::from_fn(|a| {
+        let s = arg_obj("__ffi_shallow_copy__", a, 0, path_type())?;
+        let p = path_of(&s);
+        Ok(Any::object(make_object(
+            path_type(),
+            PathPayload { parent: p.parent.clone(), step: p.step.clone(), depth: p.depth },
+        )))
+    }));
+    types::register_attr(pt, "__ffi_shallow_copy__", path_copy.raw())?;
+    Ok(())
+}
+
+/// Registers everything of the two types (once): the layout, then the methods.
+pub fn register_types() -> FfiResult<()> {
+    let (st, pt) = (step_type(), path_type());
+    if st < 0 || pt < 0 {
+        return Err(FfiError::runtime("the access path types are not registered"));
+    }
+    // SAFETY: type infos live for the process.
+    if types::type_info(st).is_some_and(|i| unsafe { (*i).num_fields > 0 }) {
+        return Ok(());
+    }
+    register_layout(st, pt)?;
+    register_methods(pt);
+    Ok(())
+}
+
+fn register_methods(pt: i32) {
     reflect::def_method(pt, "_root", true, &reflect::fn_schema(r#"{"type":"ffi.reflection.AccessPath"}"#, &[]), |_| {
         Ok(Any::object(root()))
     });
@@ -295,6 +476,21 @@ mod tests {
 
     fn attr(p: &ObjectRef, k: &str) -> ObjectRef {
         extend(p, make_step(step_kind::ATTR, Any::string(k)))
+    }
+
+    #[test]
+    fn paths_extend_and_print() {
+        let _ = crate::tvmffi::registry::get("ffi.ReprPrint");
+        let r = root();
+        let a = extend(&r, make_step(step_kind::ATTR, Any::string("foo")));
+        let b = extend(&a, make_step(step_kind::ARRAY_ITEM, Any::int(2)));
+        let c = extend(&b, make_step(step_kind::MAP_ITEM_MISSING, Any::string("k")));
+        assert_eq!(to_steps(&c).len(), 3);
+        assert_eq!(path_of(&c).depth, 3);
+        let repr = crate::tvmffi::dataclass::repr::repr_print(&Any::object(c)).unwrap();
+        assert_eq!(repr, "<root>.foo[2][<missing:\"k\">]");
+        // Registered once: a second call changes nothing and succeeds.
+        assert!(register_types().is_ok());
     }
 
     #[test]
