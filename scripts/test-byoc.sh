@@ -34,4 +34,6 @@ echo "== BYOC tests against oneDNN 3.x ($lib)"
 out=$(TVM_DNNL_LIBRARY="$lib" cargo test --quiet --test byoc -- --nocapture cnn_dnnl_matches_tvm 2>&1)
 grep -q "using oneDNN 3\." <<<"$out" || { echo "$out"; echo "FAIL: the BYOC tests did not use oneDNN 3.x"; exit 1; }
 TVM_DNNL_LIBRARY="$lib" cargo test --quiet --test byoc
+# The background build (TVM_DNNL_ASYNC_INIT=1) keeps working: the Rust tests again with it.
+TVM_DNNL_ASYNC_INIT=1 TVM_DNNL_LIBRARY="$lib" cargo test --quiet --test byoc
 TVM_DNNL_LIBRARY="$lib" python3 -m pytest -q tests/python/test_byoc.py

@@ -5,12 +5,15 @@
 //! A module loads only where oneDNN can be opened: elsewhere loading fails with an error naming
 //! the libraries looked for (everything else in the runtime is unaffected).
 //!
-//! The oneDNN primitives depend on shapes only, so they are built in the background as soon as
-//! the module is loaded (one builder thread per process, regions in turn): loading, creating an
-//! executor (whose `__init_<symbol>` only checks and keeps the constants) and oneDNN's code
-//! generation overlap. The first call waits for the build, runs the constant-weight reorders
-//! once, and reports the build's error, if any. `TVM_DNNL_SYNC_INIT=1` builds during loading and
-//! prepares the constants during `__init_` instead.
+//! The oneDNN primitives depend on shapes only: they are built while the module loads and the
+//! constant weights are prepared in `__init_<symbol>` (executor creation), as TVM does.
+//! `TVM_DNNL_ASYNC_INIT=1` builds them on a background thread instead (one builder thread per
+//! process, regions in turn), so that loading, executor creation and oneDNN's code generation
+//! overlap; the first call then waits for the build, runs the constant-weight reorders once and
+//! reports the build's error, if any. It is not the default because a process that exits while
+//! a build runs can crash inside oneDNN: its static destructors run at exit under the builder's
+//! feet, and no exit handler can wait for the builder first (oneDNN registers destructors during
+//! the build, which then run before any handler registered earlier).
 
 pub mod api;
 pub mod kernels;
@@ -30,7 +33,7 @@ use std::sync::{Arc, OnceLock};
 pub struct DnnlBackend;
 
 fn sync_init() -> bool {
-    std::env::var("TVM_DNNL_SYNC_INIT").is_ok_and(|v| v == "1")
+    !std::env::var("TVM_DNNL_ASYNC_INIT").is_ok_and(|v| v == "1")
 }
 
 type Job = Box<dyn FnOnce() + Send>;

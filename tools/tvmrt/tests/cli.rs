@@ -650,6 +650,19 @@ fn vm_executables_inspect_and_run_like_tvm() {
     assert!(out.contains("profiling VM") && out.contains("p50"), "{out}");
 }
 
+/// A process that loads a DNNL model and exits at once exits cleanly: oneDNN's exit-time
+/// destructors used to run under a background build (1 run in 20 died of SIGSEGV or SIGFPE).
+#[test]
+fn byoc_models_load_and_exit_cleanly_again_and_again() {
+    let Some((dir, m)) = fixtures() else { return };
+    for f in m["fixtures"].as_object().unwrap().values().filter(|f| f.get("byoc").is_some()) {
+        let file = dir.join(f["file"].as_str().unwrap());
+        for _ in 0..30 {
+            ok(&["inspect", s(&file)]);
+        }
+    }
+}
+
 #[test]
 fn byoc_modules_list_their_regions_and_constants() {
     let Some((dir, m)) = fixtures() else { return };
