@@ -76,18 +76,6 @@ unsafe extern "C" fn set_i64(field: *mut c_void, value: *const TVMFFIAny) -> i32
         unsafe { fields::write_field_value(field.cast(), ti::INT, Any::from_view(&*value)?) }
     })
 }
-unsafe extern "C" fn set_any(field: *mut c_void, value: *const TVMFFIAny) -> i32 {
-    safe_call(|| {
-        // SAFETY: the field is a cell; the value a valid view.
-        unsafe { fields::write_field_value(field.cast(), ti::ANY, Any::from_view(&*value)?) }
-    })
-}
-unsafe extern "C" fn set_obj(field: *mut c_void, value: *const TVMFFIAny) -> i32 {
-    safe_call(|| {
-        // SAFETY: the field is an object pointer; the value a valid view.
-        unsafe { fields::write_field_value(field.cast(), ti::OBJECT, Any::from_view(&*value)?) }
-    })
-}
 
 fn field(
     name: &'static str,
@@ -100,8 +88,8 @@ fn field(
 ) -> TVMFFIFieldInfo {
     let (getter, setter): (types::FieldGetter, fields::FieldSetter) = match sti {
         ti::INT => (fields::getter_for(ti::INT).expect("int getter"), set_i64),
-        ti::ANY => (fields::get_any, set_any),
-        _ => (fields::get_objref, set_obj),
+        ti::ANY => (fields::get_any, fields::set_any),
+        _ => (fields::get_objref, fields::set_objref),
     };
     TVMFFIFieldInfo {
         name: TVMFFIByteArray::of(name.as_bytes()),

@@ -185,6 +185,27 @@ pub unsafe extern "C" fn get_objref(field: *mut c_void, result: *mut TVMFFIAny) 
     getter_result(result, Any::opt_object(unsafe { ObjectRef::from_borrowed(p) }))
 }
 
+/// Writes a `TVMFFIAny` cell field from a value (the setter of `Any` fields).
+///
+/// # Safety
+/// `field` holds an owned cell of a live object; `value` is a valid view.
+pub unsafe extern "C" fn set_any(field: *mut c_void, value: *const TVMFFIAny) -> i32 {
+    safe_call(|| {
+        // SAFETY: by contract.
+        unsafe { write_field_value(field.cast(), ti::ANY, Any::from_view(&*value)?) }
+    })
+}
+/// Writes an object-pointer field from a value (None writes null).
+///
+/// # Safety
+/// `field` holds an object pointer or null of a live object; `value` is a valid view.
+pub unsafe extern "C" fn set_objref(field: *mut c_void, value: *const TVMFFIAny) -> i32 {
+    safe_call(|| {
+        // SAFETY: by contract.
+        unsafe { write_field_value(field.cast(), ti::OBJECT, Any::from_view(&*value)?) }
+    })
+}
+
 /// The getter for a field stored in place with this static type index (`ffi.MakeFieldGetter`).
 pub fn getter_for(type_index: i32) -> FfiResult<FieldGetter> {
     Ok(match type_index {

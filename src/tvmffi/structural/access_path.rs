@@ -5,10 +5,10 @@
 //! metadata and creators, methods, `__ffi_repr__`, `__ffi_new__` and `__ffi_shallow_copy__`.
 
 use super::cont::any_equal;
-use super::reflect::{self, arg_obj};
+use super::reflect::{self, arg_obj, get_i32};
 use crate::tvmffi::any::{Any, TVMFFIAny};
 use crate::tvmffi::containers::array::make_array;
-use crate::tvmffi::dataclass::fields::{self, get_any, get_objref};
+use crate::tvmffi::dataclass::fields::{self, get_any, get_objref, set_any, set_objref};
 use crate::tvmffi::error::safe_call;
 use crate::tvmffi::globals::arg_any;
 use crate::tvmffi::object::{make_object, ObjectRef};
@@ -191,12 +191,6 @@ fn step_repr(s: &ObjectRef, fn_repr: &ObjectRef) -> FfiResult<String> {
     })
 }
 
-unsafe extern "C" fn get_i32(field: *mut c_void, result: *mut TVMFFIAny) -> i32 {
-    // SAFETY: the field holds an i32; the caller passes a writable cell.
-    unsafe { *result = Any::int(*field.cast::<i32>() as i64).into_raw() };
-    0
-}
-
 unsafe extern "C" fn set_i32(field: *mut c_void, value: *const TVMFFIAny) -> i32 {
     safe_call(|| {
         // SAFETY: the value is a valid view.
@@ -206,20 +200,6 @@ unsafe extern "C" fn set_i32(field: *mut c_void, value: *const TVMFFIAny) -> i32
         // SAFETY: the field holds an i32.
         unsafe { *field.cast::<i32>() = v };
         Ok(())
-    })
-}
-
-unsafe extern "C" fn set_any(field: *mut c_void, value: *const TVMFFIAny) -> i32 {
-    safe_call(|| {
-        // SAFETY: the field is a cell; the value a valid view.
-        unsafe { fields::write_field_value(field.cast(), ti::ANY, Any::from_view(&*value)?) }
-    })
-}
-
-unsafe extern "C" fn set_obj(field: *mut c_void, value: *const TVMFFIAny) -> i32 {
-    safe_call(|| {
-        // SAFETY: the field is an object pointer; the value a valid view.
-        unsafe { fields::write_field_value(field.cast(), ti::OBJECT, Any::from_view(&*value)?) }
     })
 }
 
@@ -243,7 +223,7 @@ fn field(name: &'static str, schema: &'static str, size: i64, offset: i64, sti: 
     let (getter, setter): (types::FieldGetter, fields::FieldSetter) = match (sti, size) {
         (ti::INT, _) => (get_i32, set_i32),
         (_, 16) => (get_any, set_any),
-        _ => (get_objref, set_obj),
+        _ => (get_objref, set_objref),
     };
     TVMFFIFieldInfo {
         name: TVMFFIByteArray::of(name.as_bytes()),

@@ -217,20 +217,15 @@ pub fn def_field_flags(
 /// A field of an object pointer (or null) with a setter, so that reflection can fill it in
 /// (`ffi.MakeObjectFromPackedArgs`, `__ffi_init__`).
 pub fn def_object_field(type_index: i32, name: &str, offset: usize, static_type_index: i32, schema: &str) {
-    def_field_full(type_index, name, (offset, 8), (get_opt_object, Some(set_opt_object)), static_type_index, schema, 0);
-}
-
-/// Sets an object-pointer field from a value (None gives null).
-///
-/// # Safety
-/// `field` is an object-pointer field of a live object; `value` a valid view.
-unsafe extern "C" fn set_opt_object(field: *mut c_void, value: *const TVMFFIAny) -> i32 {
-    crate::tvmffi::error::safe_call(|| {
-        // SAFETY: by contract.
-        unsafe {
-            crate::tvmffi::dataclass::fields::write_field_value(field.cast(), ti::OBJECT, Any::from_view(&*value)?)
-        }
-    })
+    def_field_full(
+        type_index,
+        name,
+        (offset, 8),
+        (get_opt_object, Some(crate::tvmffi::dataclass::fields::set_objref)),
+        static_type_index,
+        schema,
+        0,
+    );
 }
 
 fn def_field_full(
