@@ -36,21 +36,21 @@ mkdir -p build
 cpp_suite_build=$!
 
 echo "== cargo fmt --check"
-cargo fmt --check
+cargo fmt --check -p tvm-runtime -p tvm-runtime-core
 echo "== cargo clippy"
-cargo clippy --all-targets --quiet -- -D warnings
+cargo clippy -p tvm-runtime -p tvm-runtime-core --all-targets --quiet -- -D warnings
 echo "== one no_mangle spelling; no comment cites a document the repository does not hold"
 # #[no_mangle]: the MSRV (1.80) predates #[unsafe(no_mangle)]. The spec files TVM's facts were
 # first written in live outside the repository; code says what TVM does instead.
-if grep -rn --include=*.rs 'unsafe(no_mangle)' src api tools fuzz examples tests; then exit 1; fi
-if grep -rnE '\b(formats|devices|graph-executor|backend|c-api|globals)\.md\b' src api tools fuzz examples tests ctests cxx include; then
+if grep -rn --include=*.rs 'unsafe(no_mangle)' src crates api tools fuzz examples tests; then exit 1; fi
+if grep -rnE '\b(formats|devices|graph-executor|backend|c-api|globals)\.md\b' src crates api tools fuzz examples tests ctests cxx include; then
   exit 1
 fi
 source scripts/test-cuda.sh  # the simulated CUDA driver: its own tests, then TVM_CUDA_LIBRARY for the CUDA tests below
 echo "== cargo build --release"
 cargo build --release --quiet
 echo "== cargo test (unit, integration, exports, header drift)"
-TVM_RT_LIB="$PWD/target/release/libtvm_runtime.so" cargo test --quiet
+TVM_RT_LIB="$PWD/target/release/libtvm_runtime.so" cargo test --quiet -p tvm-runtime -p tvm-runtime-core
 
 echo "== the README's first command: the demo model"
 out=$(./scripts/demo.sh)

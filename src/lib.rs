@@ -5,10 +5,8 @@
 //! the core ([`value`], [`object`], [`function`], [`registry`], [`ndarray`], [`module`],
 //! [`device`], [`threading`]), which never imports `ffi`.
 
-pub mod abi;
 #[cfg(feature = "aot")]
 pub mod aot;
-pub mod backend_env;
 #[cfg(feature = "byoc")]
 pub mod byoc;
 pub mod compat;
@@ -16,13 +14,10 @@ pub mod compat;
 pub mod contrib;
 pub mod cpp;
 pub mod device;
-pub mod error;
 pub mod executor;
 pub mod ffi;
 pub mod function;
 pub mod globals;
-pub mod io;
-pub mod mapped;
 pub mod memory;
 pub mod module;
 pub mod ndarray;
@@ -32,10 +27,11 @@ pub mod registry;
 pub mod relax;
 #[cfg(feature = "rpc")]
 pub mod rpc;
-pub mod threading;
-pub mod timer;
 #[cfg(feature = "tvm-ffi")]
 pub mod tvmffi;
 pub mod value;
 #[cfg(feature = "vm")]
 pub mod vm;
+
+// The ABI-neutral core, under the paths the rest of the library has always used.
+pub use tvm_runtime_core::{abi, backend_env, error, io, mapped, threading, timer};

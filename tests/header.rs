@@ -36,7 +36,8 @@ fn tvm_ffi_only_names(root: &Path) -> Vec<String> {
     let mut ffi = std::collections::BTreeSet::new();
     declared_names(&root.join("src/tvmffi"), &mut ffi);
     let mut classic = std::collections::BTreeSet::new();
-    for e in std::fs::read_dir(root.join("src")).expect("src") {
+    let dirs = [root.join("src"), root.join("crates/core/src")];
+    for e in dirs.iter().flat_map(|d| std::fs::read_dir(d).expect("src")) {
         let p = e.expect("entry").path();
         if p.ends_with("tvmffi") {
             continue;

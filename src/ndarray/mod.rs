@@ -417,6 +417,9 @@ pub fn copy_routed(from: &DLTensor, to: &DLTensor, stream: *mut c_void) -> Resul
 }
 
 #[cfg(test)]
+mod mapped_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::value::dtype::{dtype, FLOAT32};

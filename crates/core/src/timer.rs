@@ -143,10 +143,11 @@ mod tests {
         .unwrap();
         assert_eq!(blob.len(), 32);
         assert_eq!((calls.get(), repeats.get(), attempts.get(), syncs.get()), (12, 4, 4, 8));
-        // min_repeat_ms grows `number`, and it stays grown.
+        // min_repeat_ms grows `number`, and it stays grown (50 ms: far above one call even on a
+        // loaded machine).
         let number = AtomicI64::new(1);
         let blob = measure::<()>(
-            &cfg(1, 2, 3),
+            &cfg(1, 2, 50),
             &number,
             Steps { sync: &|| Ok(()), before_repeat: &mut || Ok(()), before_attempt: &mut || Ok(()), call: &mut spin },
         )

@@ -75,7 +75,7 @@ pub struct Region {
     broken: Cell<bool>,
     /// Pages below this address have been dealt with (released, or kept on purpose).
     done: Cell<usize>,
-    /// Page ranges kept on purpose (bytes used in place).
+    /// Page ranges kept on purpose (bytes used in place), in order.
     kept: std::cell::RefCell<Vec<(usize, usize)>>,
     /// Bytes given back so far.
     released: Cell<usize>,
@@ -161,7 +161,10 @@ impl Region {
         self.release_to(a);
         let from = (a / self.page) * self.page;
         let to = (a + bytes.len()).min(self.end).next_multiple_of(self.page);
-        self.kept.borrow_mut().push((from, to));
+        let mut kept = self.kept.borrow_mut();
+        let at = kept.partition_point(|&r| r < (from, to));
+        kept.insert(at, (from, to));
+        drop(kept);
         if to > self.done.get() {
             self.done.set(to);
         }
@@ -175,8 +178,7 @@ impl Region {
         if !self.releases() {
             return;
         }
-        let mut kept = self.kept.borrow().clone();
-        kept.sort_unstable();
+        let kept = self.kept.borrow().clone();
         let mut at = self.start.next_multiple_of(self.page);
         let end = (self.end / self.page) * self.page;
         for (from, to) in kept.into_iter().chain([(end, end)]) {

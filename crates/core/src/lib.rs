@@ -1,0 +1,21 @@
+//! The ABI-neutral core of tvm-runtime, below both faces (the classic C API of TVM v0.8 and
+//! the tvm-ffi ABI of TVM v0.20+) and both object models: what neither ABI owns.
+//!
+//! - [`abi`]: the `#[repr(C)]` types of DLPack and of the classic value ABI.
+//! - [`error`]: the error type and the thread's last-error slot.
+//! - [`backend_env`]: the frontend callbacks of `TVMBackendRegisterEnvCAPI` and the Python
+//!   objects held with them.
+//! - [`io`]: byte streams in dmlc::Stream conventions, bounds-checked.
+//! - [`mapped`]: giving back the pages of a read-only file mapping once copied out.
+//! - [`threading`]: the thread pool behind the parallel launch of compiled kernels.
+//! - [`timer`]: the time evaluator's measurement loop.
+//!
+//! Nothing here exports a C symbol or registers a global function: the face crate does.
+
+pub mod abi;
+pub mod backend_env;
+pub mod error;
+pub mod io;
+pub mod mapped;
+pub mod threading;
+pub mod timer;
