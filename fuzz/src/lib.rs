@@ -686,7 +686,7 @@ pub fn tvm_ffi_tensor_import(data: &[u8]) {
     let ndim = (head % 7) as usize;
     let versioned = head & 0x80 != 0;
     let with_strides = head & 0x40 != 0;
-    let mut word = |b: &mut dyn FnMut() -> u8| -> i64 {
+    let word = |b: &mut dyn FnMut() -> u8| -> i64 {
         let v = b() as i64;
         // small, negative and huge values all come up
         match v % 8 {
