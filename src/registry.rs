@@ -46,6 +46,10 @@ fn retire(old: Option<Entry>) {
 fn registry() -> &'static RwLock<Map> {
     static R: OnceLock<RwLock<Map>> = OnceLock::new();
     R.get_or_init(|| {
+        crate::value::dtype::install_custom_types(crate::value::dtype::CustomTypes {
+            name: custom_type_name,
+            code: custom_type_code,
+        });
         let mut m = Map::new();
         crate::globals::register_builtins(&mut Registrar(&mut m));
         RwLock::new(m)
@@ -178,5 +182,30 @@ mod tests {
         for t in threads {
             t.join().unwrap();
         }
+    }
+
+    #[test]
+    fn custom_data_types_are_named_by_the_registered_globals() {
+        use crate::value::dtype;
+        // What TVM's compiler registers for `custom[posit]` (code 131).
+        let name = PackedFunc::from_fn(|a| match a.i64(0)? {
+            131 => Ok(Value::str("posit")),
+            c => Err(Error::value(format!("no custom type {c}"))),
+        });
+        let code = PackedFunc::from_fn(|a| match a.string(0)?.as_str() {
+            "posit" => Ok(Value::Int(131)),
+            n => Err(Error::value(format!("no custom type {n}"))),
+        });
+        register("runtime._datatype_get_type_name", name, true).unwrap();
+        register("runtime._datatype_get_type_code", code, true).unwrap();
+        let t = dtype::parse("custom[posit]16x4").unwrap();
+        assert_eq!((t.code, t.bits, t.lanes), (131, 16, 4));
+        assert_eq!(dtype::format(t).unwrap(), "custom[posit]16x4");
+        assert!(dtype::parse("custom[unum]8").unwrap_err().to_string().contains("no custom type unum"));
+        assert!(dtype::format(dtype::dtype(140, 8, 1)).is_err());
+        remove("runtime._datatype_get_type_name");
+        remove("runtime._datatype_get_type_code");
+        let e = dtype::format(t).unwrap_err().to_string();
+        assert!(e.contains("runtime._datatype_get_type_name not found"), "{e}");
     }
 }

@@ -4,7 +4,7 @@
 //! TVM's coercion rules. [`Value`] is an owned value (a return value, or an
 //! argument copied out). [`ArgsBuf`] encodes Rust values as borrowed arguments.
 
-pub mod dtype;
+pub use tvm_runtime_core::dtype;
 
 use crate::abi::{DLDataType, DLDevice, DLTensor, TVMByteArray, TVMValue};
 use crate::error::{Error, Result};

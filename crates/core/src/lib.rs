@@ -2,6 +2,7 @@
 //! the tvm-ffi ABI of TVM v0.20+) and both object models: what neither ABI owns.
 //!
 //! - [`abi`]: the `#[repr(C)]` types of DLPack and of the classic value ABI.
+//! - [`dtype`]: `DLDataType` text forms and size rules.
 //! - [`error`]: the error type and the thread's last-error slot.
 //! - [`backend_env`]: the frontend callbacks of `TVMBackendRegisterEnvCAPI` and the Python
 //!   objects held with them.
@@ -14,6 +15,7 @@
 
 pub mod abi;
 pub mod backend_env;
+pub mod dtype;
 pub mod error;
 pub mod io;
 pub mod mapped;

@@ -2,6 +2,7 @@
 
 use crate::abi::DLDataType;
 use crate::error::{Error, Result};
+use std::sync::OnceLock;
 
 /// `kDLInt`.
 pub const CODE_INT: u8 = 0;
@@ -24,6 +25,38 @@ pub const fn dtype(code: u8, bits: u8, lanes: u16) -> DLDataType {
 /// `float32`.
 pub const FLOAT32: DLDataType = dtype(CODE_FLOAT, 32, 1);
 
+/// The names of custom data types (`custom[<name>]`, codes from [`CODE_CUSTOM_BEGIN`] on): the
+/// compiler defines them through the globals `runtime._datatype_get_type_name` and
+/// `runtime._datatype_get_type_code`. The registry that holds those installs this lookup when it
+/// starts; before that no such global can exist, and the lookup fails as TVM's does.
+pub struct CustomTypes {
+    /// The name of a custom type code.
+    pub name: fn(u8) -> Result<String>,
+    /// The code of a custom type name.
+    pub code: fn(&str) -> Result<u8>,
+}
+
+static CUSTOM: OnceLock<CustomTypes> = OnceLock::new();
+
+/// Installs the lookup of custom data types (once; later calls are ignored).
+pub fn install_custom_types(t: CustomTypes) {
+    let _ = CUSTOM.set(t);
+}
+
+fn custom_name(code: u8) -> Result<String> {
+    match CUSTOM.get() {
+        Some(t) => (t.name)(code),
+        None => Err(Error::tvm("Function runtime._datatype_get_type_name not found")),
+    }
+}
+
+fn custom_code(name: &str) -> Result<u8> {
+    match CUSTOM.get() {
+        Some(t) => (t.code)(name),
+        None => Err(Error::tvm("Function runtime._datatype_get_type_code not found")),
+    }
+}
+
 /// Bytes taken by one element, rounded up (`(bits * lanes + 7) / 8`).
 pub fn element_bytes(t: DLDataType) -> usize {
     (t.bits as usize * t.lanes as usize).div_ceil(8)
@@ -44,7 +77,7 @@ pub fn format(t: DLDataType) -> Result<String> {
         CODE_HANDLE => return Ok("handle".into()),
         CODE_BFLOAT => "bfloat".into(),
         c if c >= CODE_CUSTOM_BEGIN => {
-            let name = crate::registry::custom_type_name(c)?;
+            let name = custom_name(c)?;
             format!("custom[{name}]")
         }
         c => return Err(Error::value(format!("unknown type_code={c}"))),
@@ -84,7 +117,7 @@ pub fn parse(s: &str) -> Result<DLDataType> {
         r
     } else if let Some(r) = s.strip_prefix("custom[") {
         let end = r.find(']').ok_or_else(bad)?;
-        t.code = crate::registry::custom_type_code(&r[..end])?;
+        t.code = custom_code(&r[..end])?;
         &r[end + 1..]
     } else {
         return Err(bad());
