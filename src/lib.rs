@@ -18,7 +18,6 @@ pub mod executor;
 pub mod ffi;
 pub mod function;
 pub mod globals;
-pub mod memory;
 pub mod module;
 pub mod ndarray;
 pub mod object;
@@ -34,4 +33,4 @@ pub mod value;
 pub mod vm;
 
 // The ABI-neutral core, under the paths the rest of the library has always used.
-pub use tvm_runtime_core::{abi, backend_env, error, io, mapped, threading, timer};
+pub use tvm_runtime_core::{abi, backend_env, error, io, mapped, memory, threading, timer};

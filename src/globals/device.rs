@@ -13,11 +13,11 @@ pub fn get_device_attr(device_type: i32, device_id: i32, kind: i32) -> Result<Va
     let dev = DLDevice { device_type, device_id };
     if kind == 0 {
         return match device::get_api(device_type, true)? {
-            Some(api) => api.get_attr(dev, 0),
+            Some(api) => api.get_attr(dev, 0).map(Value::from),
             None => Ok(Value::Int(0)),
         };
     }
-    device::api(device_type)?.get_attr(dev, kind)
+    device::api(device_type)?.get_attr(dev, kind).map(Value::from)
 }
 
 /// `runtime.RuntimeEnabled(target)`.

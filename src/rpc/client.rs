@@ -513,10 +513,6 @@ pub struct RpcDeviceApi;
 /// The one instance.
 pub static RPC_DEVICE_API: RpcDeviceApi = RpcDeviceApi;
 
-fn value_of(v: WireValue<'static>) -> Value {
-    plain(v).unwrap_or(Value::Null)
-}
-
 /// The address and size of a compact host tensor's bytes.
 fn host_range(t: &DLTensor) -> Result<(*mut u8, usize)> {
     if !device::is_contiguous(t) {
@@ -534,8 +530,16 @@ impl DeviceApi for RpcDeviceApi {
         session_of(dev)?.sess.set_device(remove_mask(dev))
     }
 
-    fn get_attr(&self, dev: DLDevice, kind: i32) -> Result<Value> {
-        Ok(value_of(session_of(dev)?.sess.get_attr(remove_mask(dev), kind)?))
+    fn get_attr(&self, dev: DLDevice, kind: i32) -> Result<device::Attr> {
+        use device::Attr;
+        // What a remote device answers; other values (which no device API sends) mean none.
+        Ok(match session_of(dev)?.sess.get_attr(remove_mask(dev), kind)? {
+            WireValue::Int(x) => Attr::Int(x),
+            WireValue::UInt(x) => Attr::Int(x),
+            WireValue::Float(x) => Attr::Float(x),
+            WireValue::Str(s) => Attr::Str(String::from_utf8_lossy(&s).into_owned()),
+            _ => Attr::Null,
+        })
     }
 
     fn alloc_data_space(

@@ -430,17 +430,16 @@ impl Session for LocalSession {
         let v = if kind == 0 {
             match device::get_api(dev.device_type, true)? {
                 Some(api) => api.get_attr(dev, 0)?,
-                None => Value::Int(0),
+                None => device::Attr::Int(0),
             }
         } else {
             device::api(dev.device_type)?.get_attr(dev, kind)?
         };
         Ok(match v {
-            Value::Int(x) => WireValue::Int(x),
-            Value::Float(x) => WireValue::Float(x),
-            Value::Str(s) => WireValue::Str(Cow::Owned((*s).into_bytes())),
-            Value::Null => WireValue::Null,
-            other => WireValue::Str(Cow::Owned(other.as_str().unwrap_or_default().into_bytes())),
+            device::Attr::Int(x) => WireValue::Int(x),
+            device::Attr::Float(x) => WireValue::Float(x),
+            device::Attr::Str(s) => WireValue::Str(Cow::Owned(s.into_bytes())),
+            device::Attr::Null => WireValue::Null,
         })
     }
 

@@ -243,21 +243,7 @@ pub struct Args<'a> {
     codes: &'a [c_int],
 }
 
-/// Builds a slice from a C pointer and length, mapping `len == 0` to an empty slice.
-///
-/// # Safety
-/// When `len > 0`, `ptr` points to `len` readable elements valid for `'a`.
-#[inline]
-pub unsafe fn slice_from_raw<'a, T>(ptr: *const T, len: usize) -> Result<&'a [T]> {
-    if len == 0 {
-        return Ok(&[]);
-    }
-    if ptr.is_null() {
-        return Err(Error::value("null array pointer with a non-zero length"));
-    }
-    // SAFETY: per contract.
-    Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
-}
+pub use tvm_runtime_core::abi::slice_from_raw;
 
 impl<'a> Args<'a> {
     /// Wraps the caller's arrays.

@@ -5,6 +5,7 @@
 //! Enums that C can fill with any bit pattern are never stored as Rust enums: structs carry the
 //! raw integer, and the C enum types exist for the header only.
 
+use crate::error::{Error, Result};
 use std::ffi::{c_char, c_int, c_void};
 
 /// `DLPACK_VERSION` as the header spells it (`050`, an octal literal, numerically 40).
@@ -224,6 +225,22 @@ pub struct TVMByteArray {
 
 /// Group environment of a parallel launch (`c_backend_api.h`).
 pub use crate::threading::{FTVMParallelLambda, TVMParallelGroupEnv};
+
+/// Builds a slice from a C pointer and length, mapping `len == 0` to an empty slice.
+///
+/// # Safety
+/// When `len > 0`, `ptr` points to `len` readable elements valid for `'a`.
+#[inline]
+pub unsafe fn slice_from_raw<'a, T>(ptr: *const T, len: usize) -> Result<&'a [T]> {
+    if len == 0 {
+        return Ok(&[]);
+    }
+    if ptr.is_null() {
+        return Err(Error::value("null array pointer with a non-zero length"));
+    }
+    // SAFETY: the caller promises `len` readable elements at `ptr` for `'a`; it is not null.
+    Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
+}
 
 // Layout facts of the C ABI, checked at compile time.
 const _: () = {

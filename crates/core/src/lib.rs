@@ -2,12 +2,15 @@
 //! the tvm-ffi ABI of TVM v0.20+) and both object models: what neither ABI owns.
 //!
 //! - [`abi`]: the `#[repr(C)]` types of DLPack and of the classic value ABI.
+//! - [`device`]: the device API every back end implements, the CPU's, device names and
+//!   numbers, the workspace pools of generated code.
 //! - [`dtype`]: `DLDataType` text forms and size rules.
 //! - [`error`]: the error type and the thread's last-error slot.
 //! - [`backend_env`]: the frontend callbacks of `TVMBackendRegisterEnvCAPI` and the Python
 //!   objects held with them.
 //! - [`io`]: byte streams in dmlc::Stream conventions, bounds-checked.
 //! - [`mapped`]: giving back the pages of a read-only file mapping once copied out.
+//! - [`memory`]: the allocators of both VMs (naive and pooled).
 //! - [`threading`]: the thread pool behind the parallel launch of compiled kernels.
 //! - [`timer`]: the time evaluator's measurement loop.
 //!
@@ -15,9 +18,11 @@
 
 pub mod abi;
 pub mod backend_env;
+pub mod device;
 pub mod dtype;
 pub mod error;
 pub mod io;
 pub mod mapped;
+pub mod memory;
 pub mod threading;
 pub mod timer;

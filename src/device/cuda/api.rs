@@ -6,9 +6,8 @@
 use super::driver::{self, check, check_with, sys, CUcontext, CUdevice, CUdeviceptr, CUresult, CUstream};
 use crate::abi::{DLDataType, DLDevice};
 use crate::device::workspace::{with_local_pool, LocalPool, RawAlloc, WorkspacePool};
-use crate::device::{DeviceApi, CPU, CUDA, CUDA_HOST};
+use crate::device::{Attr, DeviceApi, CPU, CUDA, CUDA_HOST};
 use crate::error::{Error, Result};
-use crate::value::Value;
 use parking_lot::Mutex;
 use std::cell::{Cell, RefCell};
 use std::ffi::c_void;
@@ -128,29 +127,29 @@ impl DeviceApi for CudaApi {
         bind(dev.device_id)
     }
 
-    fn get_attr(&self, dev: DLDevice, kind: i32) -> Result<Value> {
+    fn get_attr(&self, dev: DLDevice, kind: i32) -> Result<Attr> {
         use sys::CUdevice_attribute as A;
         if kind == 0 {
             let ok = driver::is_ready()
                 && device(dev.device_id)
                     .and_then(|d| attribute(d, A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK))
                     .is_ok();
-            return Ok(Value::Int(i64::from(ok)));
+            return Ok(Attr::Int(i64::from(ok)));
         }
         let d = device(dev.device_id)?;
-        let at = |a| attribute(d, a).map(Value::Int);
+        let at = |a| attribute(d, a).map(Attr::Int);
         match kind {
             1 => at(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
             2 => at(A::CU_DEVICE_ATTRIBUTE_WARP_SIZE),
             3 => at(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK),
-            4 => Ok(Value::str(compute_capability(dev.device_id)?.0)),
+            4 => Ok(Attr::Str(compute_capability(dev.device_id)?.0)),
             5 => {
                 let mut buf = [0 as std::ffi::c_char; 256];
                 // SAFETY: a 256-byte buffer, as the length says.
                 driver::check_call(unsafe { sys::cuDeviceGetName(buf.as_mut_ptr(), 256, d) }, "cuDeviceGetName")?;
                 // SAFETY: the driver wrote a NUL-terminated name into `buf`.
                 let name = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) };
-                Ok(Value::str(name.to_string_lossy().into_owned()))
+                Ok(Attr::Str(name.to_string_lossy().into_owned()))
             }
             6 => at(A::CU_DEVICE_ATTRIBUTE_CLOCK_RATE),
             7 => at(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
@@ -158,18 +157,18 @@ impl DeviceApi for CudaApi {
                 let x = attribute(d, A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)?;
                 let y = attribute(d, A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y)?;
                 let z = attribute(d, A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)?;
-                Ok(Value::str(format!("[{x}, {y}, {z}]")))
+                Ok(Attr::Str(format!("[{x}, {y}, {z}]")))
             }
             9 => at(A::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK),
-            10 | 12 => Ok(Value::Null),
+            10 | 12 => Ok(Attr::Null),
             11 => {
                 // No toolkit at build time: the driver's version stands in for CUDA_VERSION.
                 let mut v = 0;
                 // SAFETY: an out-pointer.
                 check(unsafe { sys::cuDriverGetVersion(&mut v) })?;
-                Ok(Value::Int(i64::from(v)))
+                Ok(Attr::Int(i64::from(v)))
             }
-            _ => Ok(Value::Int(0)),
+            _ => Ok(Attr::Int(0)),
         }
     }
 

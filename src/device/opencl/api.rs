@@ -5,9 +5,8 @@
 use super::driver::{self, check, Driver, Handle};
 use crate::abi::{DLDataType, DLDevice};
 use crate::device::workspace::{with_local_pool, LocalPool, RawAlloc, WorkspacePool};
-use crate::device::{DeviceApi, CPU, OPENCL};
+use crate::device::{Attr, DeviceApi, CPU, OPENCL};
 use crate::error::{Error, Result};
-use crate::value::Value;
 use std::cell::{Cell, RefCell};
 use std::ffi::c_void;
 use std::sync::OnceLock;
@@ -225,38 +224,38 @@ impl DeviceApi for OpenClApi {
         Ok(())
     }
 
-    fn get_attr(&self, dev: DLDevice, kind: i32) -> Result<Value> {
+    fn get_attr(&self, dev: DLDevice, kind: i32) -> Result<Attr> {
         if kind == 0 {
             let n = workspace().map(|w| w.devices.len()).unwrap_or(0);
-            return Ok(Value::Int(i64::from(usize::try_from(dev.device_id).is_ok_and(|i| i < n))));
+            return Ok(Attr::Int(i64::from(usize::try_from(dev.device_id).is_ok_and(|i| i < n))));
         }
         let ws = workspace()?;
         let d = ws.device(dev.device_id).map_err(|_| Error::value(format!("Invalid device id {}", dev.device_id)))?;
         let drv = ws.drv;
         let s = |p| info_string(drv.GetDeviceInfo, d, p);
         Ok(match kind {
-            1 => Value::Int(info_value::<usize>(drv, d, driver::DEVICE_MAX_WORK_GROUP_SIZE)? as i64),
-            2 => Value::Int(1),
-            3 => Value::Int(info_value::<u64>(drv, d, driver::DEVICE_LOCAL_MEM_SIZE)? as i64),
+            1 => Attr::Int(info_value::<usize>(drv, d, driver::DEVICE_MAX_WORK_GROUP_SIZE)? as i64),
+            2 => Attr::Int(1),
+            3 => Attr::Int(info_value::<u64>(drv, d, driver::DEVICE_LOCAL_MEM_SIZE)? as i64),
             4 => {
                 let v = s(driver::DEVICE_VERSION)?;
                 let rest = v.get(7..).unwrap_or("");
-                Value::str(rest.split(' ').next().unwrap_or("").to_owned())
+                Attr::Str(rest.split(' ').next().unwrap_or("").to_owned())
             }
-            5 => Value::str(s(driver::DEVICE_NAME)?),
-            6 => Value::Int(i64::from(info_value::<u32>(drv, d, driver::DEVICE_MAX_CLOCK_FREQUENCY)?) * 1000),
-            7 => Value::Int(i64::from(info_value::<u32>(drv, d, driver::DEVICE_MAX_COMPUTE_UNITS)?)),
+            5 => Attr::Str(s(driver::DEVICE_NAME)?),
+            6 => Attr::Int(i64::from(info_value::<u32>(drv, d, driver::DEVICE_MAX_CLOCK_FREQUENCY)?) * 1000),
+            7 => Attr::Int(i64::from(info_value::<u32>(drv, d, driver::DEVICE_MAX_COMPUTE_UNITS)?)),
             8 => {
                 let dims = info_value::<[usize; 3]>(drv, d, driver::DEVICE_MAX_WORK_ITEM_SIZES)?;
-                Value::str(format!("[{}, {}, {}]", dims[0], dims[1], dims[2]))
+                Attr::Str(format!("[{}, {}, {}]", dims[0], dims[1], dims[2]))
             }
-            11 => Value::Int(120),
+            11 => Attr::Int(120),
             12 => {
                 let mut v = s(driver::DRIVER_VERSION)?;
                 v.truncate(127);
-                Value::str(v)
+                Attr::Str(v)
             }
-            _ => Value::Null,
+            _ => Attr::Null,
         })
     }
 

@@ -94,7 +94,7 @@ pub fn get_device_attr(device_type: i32, device_id: i32, kind: i32) -> FfiResult
     if device_type == device::CPU && kind == 14 {
         return Ok(Any::int(total_host_memory()));
     }
-    value_to_any(api.get_attr(dev, kind)?)
+    value_to_any(api.get_attr(dev, kind)?.into())
 }
 
 /// `runtime.RuntimeEnabled(target)`.

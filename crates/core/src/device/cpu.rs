@@ -1,10 +1,9 @@
 //! The CPU device API: `posix_memalign`/`free`, `memcpy`, no streams,
 //! workspaces from a per-thread pool.
 
-use super::{DeviceApi, ALLOC_ALIGNMENT};
+use super::{Attr, DeviceApi, ALLOC_ALIGNMENT};
 use crate::abi::{DLDataType, DLDevice};
 use crate::error::{Error, Result};
-use crate::value::Value;
 use std::ffi::c_void;
 
 /// The CPU device API.
@@ -60,8 +59,8 @@ impl DeviceApi for CpuApi {
         Ok(())
     }
 
-    fn get_attr(&self, _dev: DLDevice, kind: i32) -> Result<Value> {
-        Ok(if kind == 0 { Value::Int(1) } else { Value::Null })
+    fn get_attr(&self, _dev: DLDevice, kind: i32) -> Result<Attr> {
+        Ok(if kind == 0 { Attr::Int(1) } else { Attr::Null })
     }
 
     fn alloc_data_space(

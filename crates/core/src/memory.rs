@@ -192,7 +192,7 @@ impl Allocator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::value::dtype::FLOAT32;
+    use crate::dtype::FLOAT32;
 
     const CPU0: DLDevice = DLDevice { device_type: 1, device_id: 0 };
 
