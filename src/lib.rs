@@ -18,6 +18,7 @@ pub mod executor;
 pub mod ffi;
 pub mod function;
 pub mod globals;
+pub mod init;
 pub mod module;
 pub mod ndarray;
 pub mod object;

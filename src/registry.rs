@@ -1,7 +1,9 @@
 //! The global function registry (`TVMFuncRegisterGlobal`, `TVMFuncGetGlobal`, ...).
 //!
-//! The runtime's own globals are registered the same way a user's are, once, on first use of
-//! the registry (see [`crate::globals`]). Safe under concurrent use: a `parking_lot::RwLock`
+//! The registry is passive: it holds what it is given. The runtime's own globals (see
+//! [`crate::globals`]) are chosen by the library's face, which hands their registration to
+//! [`install_builtins`] when the library loads; they go in when the registry starts (or at
+//! once, should something have started it before: a static initializer that ran first). Safe under concurrent use: a `parking_lot::RwLock`
 //! guards the map and no lock is held while a function runs.
 //!
 //! `TVMBackendGetFuncFromEnv` hands generated code a borrowed pointer to the registry's own
@@ -15,7 +17,7 @@ use crate::value::Value;
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
+use tvm_runtime_core::passive::Passive;
 
 /// A registered function; boxed so that its address is stable while it is in the map.
 struct Entry {
@@ -43,17 +45,35 @@ fn retire(old: Option<Entry>) {
     }
 }
 
+/// The registry, and the registration of the built-in globals the face installed.
+static REGISTRY: Passive<RwLock<Map>, fn(&mut Registrar<'_>)> = Passive::new();
+
 fn registry() -> &'static RwLock<Map> {
-    static R: OnceLock<RwLock<Map>> = OnceLock::new();
-    R.get_or_init(|| {
+    REGISTRY.get(|built_ins| {
         crate::value::dtype::install_custom_types(crate::value::dtype::CustomTypes {
             name: custom_type_name,
             code: custom_type_code,
         });
         let mut m = Map::new();
-        crate::globals::register_builtins(&mut Registrar(&mut m));
+        if let Some(register) = built_ins {
+            register(&mut Registrar(&mut m));
+        }
         RwLock::new(m)
     })
+}
+
+/// Installs the registration of the built-in globals (once; later calls are ignored): they are
+/// added when the registry starts, or now if it has (a name registered by then keeps its
+/// function).
+pub fn install_builtins(register: fn(&mut Registrar<'_>)) {
+    REGISTRY.install(register, |r, register| {
+        let mut fresh = Map::new();
+        register(&mut Registrar(&mut fresh));
+        let mut m = r.write();
+        for (name, e) in fresh {
+            m.entry(name).or_insert(e);
+        }
+    });
 }
 
 /// Registration target handed to the built-in registration functions.

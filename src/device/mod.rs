@@ -3,9 +3,7 @@
 //! `opencl/`, sharing `kernel.rs`), and the RPC device API of remote device types.
 //!
 //! The core finds a back end only once it is installed: [`install_back_ends`] installs every
-//! back end this build has. The library runs it when it is loaded (a constructor in
-//! `.init_array`, as TVM's C++ runtime registers its device APIs from static initialisers), so
-//! that no C entry point, and no Rust caller, depends on having called something first.
+//! back end this build has; the library runs it when it is loaded (`crate::init`).
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
@@ -31,17 +29,6 @@ pub fn install_back_ends() {
     #[cfg(feature = "rpc")]
     install_remote(crate::rpc::device_api());
 }
-
-/// Runs [`install_back_ends`] when the library (or a program linking its rlib) is loaded. It
-/// only fills a few slots: nothing that could fail, allocate a thread, or panic.
-#[used]
-#[link_section = ".init_array"]
-static INSTALL_BACK_ENDS: extern "C" fn() = {
-    extern "C" fn run() {
-        install_back_ends();
-    }
-    run
-};
 
 /// The first of `names` that the dynamic loader opens (a GPU driver, opened at run time), or
 /// every attempt's error, joined.

@@ -1,5 +1,6 @@
-//! The runtime's own global functions, registered into the registry the
-//! same way a user's functions are, once, on first use of the registry.
+//! The runtime's own global functions, registered into the registry the same way a user's
+//! functions are: `crate::init` installs [`register_builtins`] in the registry when the library
+//! loads, and the registry runs it when it starts.
 
 mod containers;
 mod device;

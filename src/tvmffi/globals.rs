@@ -1,4 +1,4 @@
-//! The library's own `ffi.*` global functions, put in the registry on first use.
+//! The library's own `ffi.*` global functions (installed in the registry by `crate::init`).
 
 use super::any::{Any, TVMFFIAny};
 use super::registry::{self, Builder};

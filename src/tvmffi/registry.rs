@@ -1,5 +1,10 @@
 //! The global function table (`TVMFFIFunctionSetGlobal` / `GetGlobal`), shared by C, C++ and
-//! Python callers. The library's own `ffi.*` functions are put in on first use.
+//! Python callers.
+//!
+//! The table is passive: it holds what it is given. The library's own `ffi.*` functions are
+//! chosen by the library's face, which hands their registration to [`install_builtins`] when
+//! the library loads; they go in when the table starts (or at once, should something have
+//! started it before: a static initializer that ran first).
 
 use super::any::Any;
 use super::error::{FfiError, FfiResult};
@@ -8,6 +13,7 @@ use super::ti;
 use parking_lot::RwLock;
 use std::collections::HashMap;
 use std::sync::OnceLock;
+use tvm_runtime_core::passive::Passive;
 
 struct Entry {
     func: ObjectRef,
@@ -26,16 +32,42 @@ pub struct Fallback {
 
 struct Table {
     map: RwLock<HashMap<String, Entry>>,
-    fallback: Option<Fallback>,
+    fallback: OnceLock<Fallback>,
+}
+
+/// The table, and the registration of the built-in globals the face installed.
+static TABLE: Passive<Table, fn(&mut Builder)> = Passive::new();
+
+fn built_ins(register: fn(&mut Builder)) -> Builder {
+    let mut b = Builder { map: HashMap::new(), fallback: None };
+    register(&mut b);
+    b
 }
 
 fn table() -> &'static Table {
-    static T: OnceLock<Table> = OnceLock::new();
-    T.get_or_init(|| {
-        let mut b = Builder { map: HashMap::new(), fallback: None };
-        super::globals::register_all(&mut b);
-        Table { map: RwLock::new(b.map), fallback: b.fallback }
+    TABLE.get(|register| {
+        let b = register.map_or_else(|| Builder { map: HashMap::new(), fallback: None }, built_ins);
+        let fallback = OnceLock::new();
+        if let Some(f) = b.fallback {
+            let _ = fallback.set(f);
+        }
+        Table { map: RwLock::new(b.map), fallback }
     })
+}
+
+/// Installs the registration of the built-in globals (once; later calls are ignored): they are
+/// added when the table starts, or now if it has (a name registered by then keeps its function).
+pub fn install_builtins(register: fn(&mut Builder)) {
+    TABLE.install(register, |t, register| {
+        let b = built_ins(register);
+        if let Some(f) = b.fallback {
+            let _ = t.fallback.set(f);
+        }
+        let mut m = t.map.write();
+        for (name, e) in b.map {
+            m.entry(name).or_insert(e);
+        }
+    });
 }
 
 /// Collects the library's own globals at start-up.
@@ -98,7 +130,7 @@ pub fn set(name: &str, func: ObjectRef, allow_override: bool, metadata: Option<S
 }
 
 fn fallback_get(name: &str) -> Option<ObjectRef> {
-    table().fallback.and_then(|f| (f.get)(name))
+    table().fallback.get().and_then(|f| (f.get)(name))
 }
 
 /// Gets a global function: the table's, else the fallback's.
@@ -121,7 +153,7 @@ pub fn remove(name: &str) -> bool {
 /// All global names: the table's and the fallback's.
 pub fn names() -> Vec<String> {
     let mut v: Vec<String> = table().map.read().keys().cloned().collect();
-    if let Some(f) = table().fallback {
+    if let Some(f) = table().fallback.get() {
         v.extend((f.names)());
     }
     v.sort();

@@ -11,6 +11,7 @@
 //! - [`io`]: byte streams in dmlc::Stream conventions, bounds-checked.
 //! - [`mapped`]: giving back the pages of a read-only file mapping once copied out.
 //! - [`memory`]: the allocators of both VMs (naive and pooled).
+//! - [`passive`]: a table that starts from what the face installed in it (the registries).
 //! - [`threading`]: the thread pool behind the parallel launch of compiled kernels.
 //! - [`timer`]: the time evaluator's measurement loop.
 //!
@@ -24,5 +25,6 @@ pub mod error;
 pub mod io;
 pub mod mapped;
 pub mod memory;
+pub mod passive;
 pub mod threading;
 pub mod timer;

@@ -1,0 +1,29 @@
+//! What the library installs in its passive core when it is loaded: the device back ends of
+//! this build, and the built-in globals of both registries (classic and tvm-ffi). This is the
+//! one place that decides what is registered; neither registry knows the globals it starts
+//! with.
+//!
+//! [`install`] runs from a constructor in `.init_array`, as TVM's C++ runtime registers its
+//! device APIs and globals from static initialisers: before `main` for a program linked against
+//! the library (shared, static or as a Rust rlib), at `dlopen` for one that opens it. It only
+//! fills slots (nothing that can fail, start a thread or panic): a registry is built when first
+//! used. A registry that something started before this ran (another library's static
+//! initialiser that ran first) gets the built-ins added at once, without replacing what was
+//! registered there.
+
+/// Installs the back ends and the built-in globals (idempotent).
+pub fn install() {
+    crate::device::install_back_ends();
+    crate::registry::install_builtins(crate::globals::register_builtins);
+    #[cfg(feature = "tvm-ffi")]
+    crate::tvmffi::registry::install_builtins(crate::tvmffi::globals::register_all);
+}
+
+#[used]
+#[link_section = ".init_array"]
+static INSTALL_AT_LOAD: extern "C" fn() = {
+    extern "C" fn run() {
+        install();
+    }
+    run
+};
