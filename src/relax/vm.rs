@@ -289,15 +289,7 @@ pub fn convert_to_device(v: &Any, dev: DLDevice) -> FfiResult<Any> {
     Ok(v.clone())
 }
 
-/// A new tensor on `dev` with the contents of `t`.
-pub fn copy_tensor_to(t: &crate::abi::DLTensor, dev: DLDevice) -> FfiResult<ObjectRef> {
-    let shape = crate::device::tensor_shape(t)?.to_vec();
-    let out = crate::tvmffi::tensor::empty(&shape, t.dtype, dev)?;
-    // SAFETY: `out` is a live tensor.
-    let to = unsafe { crate::tvmffi::tensor::dltensor(out.as_ptr()) };
-    crate::ndarray::copy_tensor(t, to, std::ptr::null_mut())?;
-    Ok(out)
-}
+pub use crate::tvmffi::tensor::copy_tensor_to;
 
 /// `ConvertArgToDevice`: like [`convert_to_device`], and a `DLTensor*` is always copied into a
 /// tensor of the machine's.

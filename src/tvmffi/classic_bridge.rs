@@ -4,68 +4,20 @@
 //! `TVMFFIEnvModLookupFromImports` (the topk/sort kernels call `tvm.contrib.sort.*`).
 
 use super::any::{Any, TVMFFIAny};
+use super::classic_values::{plain_to_ffi, view_to_classic};
 use super::registry::{Builder, Fallback};
-use super::{string, ti, types, FfiError, FfiResult};
+use super::{FfiError, FfiResult};
 use crate::function::PackedFunc;
-use crate::value::Value;
 
 /// The prefixes of the classic globals that are bridged.
 const PREFIXES: &[&str] = &["tvm.contrib."];
-
-fn to_classic(name: &str, i: usize, v: &TVMFFIAny) -> FfiResult<Value> {
-    Ok(match v.type_index {
-        ti::NONE => Value::Null,
-        ti::INT | ti::BOOL => Value::Int(v.bits() as i64),
-        ti::FLOAT => Value::Float(f64::from_bits(v.bits())),
-        ti::OPAQUE_PTR => Value::Handle(v.bits() as usize as *mut std::ffi::c_void),
-        // SAFETY: the union is read as the variant the type index names.
-        ti::DATA_TYPE => Value::DataType(unsafe { v.v.v_dtype }),
-        // SAFETY: as above.
-        ti::DEVICE => Value::Device(unsafe { v.v.v_device }),
-        ti::DLTENSOR_PTR => Value::DLTensor(v.bits() as usize as *mut crate::abi::DLTensor),
-        ti::TENSOR if !v.obj_ptr().is_null() => {
-            // SAFETY: a tensor object has its DLTensor after the header; the view keeps it alive
-            // for the call.
-            Value::DLTensor(unsafe { crate::tvmffi::tensor::dltensor(v.obj_ptr()) } as *const _ as *mut _)
-        }
-        t => {
-            // SAFETY: a valid view.
-            match unsafe { string::view_str_bytes(v) } {
-                Some(b) if matches!(t, ti::STR | ti::SMALL_STR | ti::RAW_STR) => {
-                    Value::Str(Box::new(String::from_utf8_lossy(b).into_owned()))
-                }
-                Some(b) => Value::Bytes(Box::new(b.to_vec())),
-                None => {
-                    return Err(FfiError::type_error(format!(
-                        "{name}: argument {i} of type {} cannot be passed to this function",
-                        types::type_key(t)
-                    )))
-                }
-            }
-        }
-    })
-}
-
-fn from_classic(name: &str, v: Value) -> FfiResult<Any> {
-    Ok(match v {
-        Value::Null => Any::none(),
-        Value::Int(i) | Value::UInt(i) => Any::int(i),
-        Value::Float(f) => Any::float(f),
-        Value::Handle(p) => Any::opaque_ptr(p),
-        Value::DataType(t) => Any::dtype(t),
-        Value::Device(d) => Any::device(d),
-        Value::Str(s) => Any::string(&s),
-        Value::Bytes(b) => Any::bytes(&b),
-        _ => return Err(FfiError::type_error(format!("{name}: its result cannot be returned through tvm-ffi"))),
-    })
-}
 
 /// A tvm-ffi function calling classic function `f`.
 pub fn bridge(name: &str, f: PackedFunc) -> impl Fn(&[TVMFFIAny]) -> FfiResult<Any> + Send + Sync + 'static {
     let name = name.to_owned();
     move |args| {
-        let vals = args.iter().enumerate().map(|(i, v)| to_classic(&name, i, v)).collect::<FfiResult<Vec<_>>>()?;
-        from_classic(&name, f.call(&vals)?)
+        let vals = args.iter().enumerate().map(|(i, v)| view_to_classic(&name, i, v)).collect::<FfiResult<Vec<_>>>()?;
+        plain_to_ffi(&name, f.call(&vals)?)
     }
 }
 
@@ -196,6 +148,7 @@ fn compile_cuda_source(source: &[u8]) -> crate::error::Result<(String, Vec<u8>)>
 mod tests {
     use super::super::{function, registry};
     use super::*;
+    use crate::value::Value;
 
     #[test]
     fn classic_globals_are_seen_live() {

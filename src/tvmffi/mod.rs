@@ -12,6 +12,7 @@ pub mod any;
 pub mod backtrace;
 pub mod bigint;
 pub mod classic_bridge;
+pub mod classic_values;
 pub mod containers;
 pub mod dataclass;
 pub mod dtype;

@@ -347,6 +347,16 @@ pub fn empty_scoped(shape: &[i64], dtype: DLDataType, device: DLDevice, scope: O
     from_ndarray(&crate::ndarray::NDArray::empty_scoped(shape, dtype, device, scope)?)
 }
 
+/// A new tensor on `dev` with the contents of `t`.
+pub fn copy_tensor_to(t: &crate::abi::DLTensor, dev: DLDevice) -> FfiResult<ObjectRef> {
+    let shape = crate::device::tensor_shape(t)?.to_vec();
+    let out = empty(&shape, t.dtype, dev)?;
+    // SAFETY: `out` is a live tensor.
+    let to = unsafe { dltensor(out.as_ptr()) };
+    crate::ndarray::copy_tensor(t, to, std::ptr::null_mut())?;
+    Ok(out)
+}
+
 /// A tensor over an array of the classic runtime (sharing its memory, keeping it alive; the
 /// classic `uint1` bool becomes tvm-ffi's `kDLBool`).
 pub fn from_ndarray(a: &crate::ndarray::NDArray) -> FfiResult<ObjectRef> {

@@ -14,7 +14,6 @@ use super::super::{FfiError, FfiResult};
 use super::{check_failed, Sig};
 use crate::abi::DLDevice;
 use crate::device::{self, DeviceApi};
-use crate::value::Value;
 use std::ffi::c_void;
 
 /// `DLDeviceType2Str` of TVM v0.27 (None for a type it does not know).
@@ -68,16 +67,6 @@ fn total_host_memory() -> i64 {
     }
 }
 
-fn value_to_any(v: Value) -> FfiResult<Any> {
-    Ok(match v {
-        Value::Null => Any::none(),
-        Value::Int(i) | Value::UInt(i) => Any::int(i),
-        Value::Float(f) => Any::float(f),
-        Value::Str(s) => Any::string(&s),
-        other => return Err(FfiError::runtime(format!("device attribute of an unexpected kind: {other:?}"))),
-    })
-}
-
 /// `runtime.GetDeviceAttr(device_type, device_id, kind)`: `kExist` (0) of a device type that is
 /// not built in is 0; other kinds need its API. None means "no answer".
 pub fn get_device_attr(device_type: i32, device_id: i32, kind: i32) -> FfiResult<Any> {
@@ -94,7 +83,7 @@ pub fn get_device_attr(device_type: i32, device_id: i32, kind: i32) -> FfiResult
     if device_type == device::CPU && kind == 14 {
         return Ok(Any::int(total_host_memory()));
     }
-    value_to_any(api.get_attr(dev, kind)?.into())
+    Ok(crate::tvmffi::classic_values::attr_to_any(api.get_attr(dev, kind)?))
 }
 
 /// `runtime.RuntimeEnabled(target)`.
