@@ -14,7 +14,7 @@ use std::ffi::{c_void, CString};
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use tvm_runtime::ffi::runtime_api as api;
+use tvm_runtime::classic_api::runtime_api as api;
 
 fn fixtures() -> PathBuf {
     std::env::var_os("TVM_FIXTURES")

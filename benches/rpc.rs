@@ -108,7 +108,7 @@ fn mlp_us(sess: &Module) -> Option<f64> {
 }
 
 fn main() {
-    tvm_runtime::ffi::slots::install().unwrap();
+    tvm_runtime::classic_api::slots::install().unwrap();
     let (host, port, _server) = match std::env::var("RPC_BENCH_SERVER") {
         Ok(a) => {
             let (h, p) = tvm_runtime::rpc::tracker::parse_addr(&a).unwrap();

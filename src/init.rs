@@ -16,7 +16,7 @@ pub fn install() {
     crate::device::install_back_ends();
     crate::registry::install_builtins(crate::globals::register_builtins);
     #[cfg(feature = "tvm-ffi")]
-    crate::tvmffi::registry::install_builtins(crate::tvmffi::globals::register_all);
+    crate::tvm_ffi::registry::install_builtins(crate::tvm_ffi::globals::register_all);
 }
 
 #[used]

@@ -1,21 +1,25 @@
-//! A Rust re-implementation of Apache TVM v0.8's runtime, built as a drop-in
-//! `libtvm_runtime.so`: the C API of `c_runtime_api.h` and `c_backend_api.h` over a safe core.
+//! A Rust re-implementation of Apache TVM's runtime, built as a drop-in `libtvm_runtime.so`
+//! (and `libtvm_ffi.so`): the classic C API of TVM v0.8 (`c_runtime_api.h`, `c_backend_api.h`)
+//! and the tvm-ffi ABI of TVM v0.20+ over one core.
 //!
-//! Layering: [`ffi`] is the only place with `extern "C"` exports; it decodes arguments and calls
-//! the core ([`value`], [`object`], [`function`], [`registry`], [`ndarray`], [`module`],
-//! [`device`], [`threading`]), which never imports `ffi`.
+//! Layering, from the bottom: the ABI-neutral core (crate `tvm-runtime-core`, re-exported here:
+//! [`abi`], [`error`], [`device`]'s API, [`memory`], [`threading`], ...); the classic object
+//! model ([`value`], [`object`], [`function`], [`registry`], [`ndarray`], [`module`]) and what
+//! runs on it (executors, the Relay VM, BYOC, RPC); the tvm-ffi object model and the Relax VM
+//! ([`tvm_ffi`], `relax`); the two faces, the only places with `extern "C"` exports:
+//! [`classic_api`] and `tvm_ffi::exports`. [`init`] decides what is registered.
 
 #[cfg(feature = "aot")]
 pub mod aot;
 #[cfg(feature = "byoc")]
 pub mod byoc;
+pub mod classic_api;
 pub mod compat;
 #[cfg(feature = "contrib")]
 pub mod contrib;
 pub mod cpp;
 pub mod device;
 pub mod executor;
-pub mod ffi;
 pub mod function;
 pub mod globals;
 pub mod init;
@@ -28,7 +32,7 @@ pub mod relax;
 #[cfg(feature = "rpc")]
 pub mod rpc;
 #[cfg(feature = "tvm-ffi")]
-pub mod tvmffi;
+pub mod tvm_ffi;
 pub mod value;
 #[cfg(feature = "vm")]
 pub mod vm;

@@ -165,7 +165,7 @@ fn try_get_function(m: &Mod, name: &str) -> Result<Option<Func>, String> {
     let n = c(name);
     let mut out = std::ptr::null_mut();
     // SAFETY: a live module, a valid string and out-pointer.
-    let rc = unsafe { tvm_runtime::ffi::runtime_api::TVMModGetFunction(m.0, n.as_ptr(), 1, &mut out) };
+    let rc = unsafe { tvm_runtime::classic_api::runtime_api::TVMModGetFunction(m.0, n.as_ptr(), 1, &mut out) };
     if rc != 0 {
         return Err(last_error());
     }
@@ -673,7 +673,7 @@ fn child_without_onednn() {
     let x = [1f32; 4];
     let v = StdVec::new(&[4]);
     // SAFETY: buffers of 4 floats and a vector as C++ passes it.
-    unsafe { tvm_runtime::ffi::dnnl::dnnl_relu(x.as_ptr().cast_mut(), out.as_mut_ptr(), &v.raw) };
+    unsafe { tvm_runtime::classic_api::dnnl::dnnl_relu(x.as_ptr().cast_mut(), out.as_mut_ptr(), &v.raw) };
     assert_eq!(out, [7.0; 4]);
     assert!(last_error().contains("cannot open oneDNN"), "{}", last_error());
     // Everything else still works: a plain library, and the metadata module itself.
@@ -695,7 +695,7 @@ fn child_without_onednn() {
 /// A `std::vector<int64_t>` as passed by value (a pointer to `{begin, end, end_of_storage}`).
 struct StdVec {
     _data: Vec<i64>,
-    raw: tvm_runtime::ffi::dnnl::StdVectorI64,
+    raw: tvm_runtime::classic_api::dnnl::StdVectorI64,
 }
 
 impl StdVec {
@@ -704,7 +704,7 @@ impl StdVec {
         let begin = data.as_ptr();
         // SAFETY: one past the end of the vector's elements.
         let end = unsafe { begin.add(data.len()) };
-        StdVec { raw: tvm_runtime::ffi::dnnl::StdVectorI64::from_raw_parts(begin, end, end), _data: data }
+        StdVec { raw: tvm_runtime::classic_api::dnnl::StdVectorI64::from_raw_parts(begin, end, end), _data: data }
     }
 }
 
@@ -713,7 +713,7 @@ fn c_source_kernels() {
     if !have_dnnl() {
         return;
     }
-    use tvm_runtime::ffi::dnnl as k;
+    use tvm_runtime::classic_api::dnnl as k;
     let (xs, ws) = ([2usize, 4, 7, 6], [6usize, 2, 3, 2]);
     let x = data(xs.iter().product(), 70);
     let w = data(ws.iter().product(), 71);

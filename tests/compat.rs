@@ -14,10 +14,10 @@ use compat_fx::*;
 use std::ffi::{c_int, c_uint, c_void};
 use std::sync::atomic::{AtomicI64, AtomicPtr, AtomicUsize, Ordering};
 use tvm_runtime::abi::{DLTensor, TVMValue};
-use tvm_runtime::ffi::backend as bapi;
-use tvm_runtime::ffi::error_api as eapi;
-use tvm_runtime::ffi::object as oapi;
-use tvm_runtime::ffi::runtime_api as api;
+use tvm_runtime::classic_api::backend as bapi;
+use tvm_runtime::classic_api::error_api as eapi;
+use tvm_runtime::classic_api::object as oapi;
+use tvm_runtime::classic_api::runtime_api as api;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -437,7 +437,7 @@ unsafe extern "C" fn forwarding_callback(
     unsafe { api::TVMFuncCall(res, std::ptr::null_mut(), std::ptr::null_mut(), 0, &mut rv, &mut rc) }
 }
 
-fn c_func(f: tvm_runtime::ffi::runtime_api::TVMPackedCFunc, res: *mut c_void) -> Func {
+fn c_func(f: tvm_runtime::classic_api::runtime_api::TVMPackedCFunc, res: *mut c_void) -> Func {
     let mut out = std::ptr::null_mut();
     // SAFETY: valid callback and out-pointer; no finalizer.
     assert_eq!(unsafe { api::TVMFuncCreateFromCFunc(f, res, None, &mut out) }, 0);

@@ -14,7 +14,7 @@ use common::*;
 use std::ffi::c_void;
 use std::path::PathBuf;
 use tvm_runtime::abi::DLTensor;
-use tvm_runtime::ffi::ndarray as napi;
+use tvm_runtime::classic_api::ndarray as napi;
 
 const CUDA: i32 = 2;
 const CUDA_HOST: i32 = 3;
@@ -199,7 +199,7 @@ fn kernel_argument_checks_need_no_driver() {
     let n = c("__tvm_main__");
     let mut out = std::ptr::null_mut();
     // SAFETY: live module, valid string and out-pointer.
-    assert_eq!(unsafe { tvm_runtime::ffi::runtime_api::TVMModGetFunction(m.0, n.as_ptr(), 0, &mut out) }, -1);
+    assert_eq!(unsafe { tvm_runtime::classic_api::runtime_api::TVMModGetFunction(m.0, n.as_ptr(), 0, &mut out) }, -1);
     assert!(last_error().contains("Device function do not have main"));
 }
 
@@ -241,26 +241,26 @@ fn gpu_device_api_and_kernels() {
     assert_eq!(back.f32s(300), v);
 
     // A stream set for launches, then synchronised.
-    let dapi = tvm_runtime::ffi::device::TVMStreamCreate;
+    let dapi = tvm_runtime::classic_api::device::TVMStreamCreate;
     let mut s = std::ptr::null_mut();
     // SAFETY: plain calls with a valid out-pointer; the stream is freed at the end.
     unsafe {
         assert_eq!(dapi(2, 0, &mut s), 0);
-        assert_eq!(tvm_runtime::ffi::device::TVMSetStream(2, 0, s), 0);
+        assert_eq!(tvm_runtime::classic_api::device::TVMSetStream(2, 0, s), 0);
     }
     vadd(&k, 4097, 0.5);
     // SAFETY: the stream created above.
     unsafe {
-        assert_eq!(tvm_runtime::ffi::device::TVMSynchronize(2, 0, s), 0);
-        assert_eq!(tvm_runtime::ffi::device::TVMSetStream(2, 0, std::ptr::null_mut()), 0);
-        assert_eq!(tvm_runtime::ffi::device::TVMStreamFree(2, 0, s), 0);
+        assert_eq!(tvm_runtime::classic_api::device::TVMSynchronize(2, 0, s), 0);
+        assert_eq!(tvm_runtime::classic_api::device::TVMSetStream(2, 0, std::ptr::null_mut()), 0);
+        assert_eq!(tvm_runtime::classic_api::device::TVMStreamFree(2, 0, s), 0);
     }
 
     // Workspaces.
-    let w = tvm_runtime::ffi::backend::TVMBackendAllocWorkspace(2, 0, 5000, 2, 32);
+    let w = tvm_runtime::classic_api::backend::TVMBackendAllocWorkspace(2, 0, 5000, 2, 32);
     assert!(!w.is_null(), "{}", last_error());
     // SAFETY: from the pool above.
-    assert_eq!(unsafe { tvm_runtime::ffi::backend::TVMBackendFreeWorkspace(2, 0, w) }, 0);
+    assert_eq!(unsafe { tvm_runtime::classic_api::backend::TVMBackendFreeWorkspace(2, 0, w) }, 0);
 
     // Kernels from several threads (fresh threads have no current context).
     let m = std::sync::Arc::new(SendMod(m));
@@ -516,7 +516,7 @@ fn child_out_of_bounds() {
     let launched = call(&k, &args);
     let mut sync = std::ptr::null_mut::<c_void>();
     // SAFETY: a plain call (the legacy stream).
-    let rc = unsafe { tvm_runtime::ffi::device::TVMSynchronize(2, 0, std::mem::take(&mut sync)) };
+    let rc = unsafe { tvm_runtime::classic_api::device::TVMSynchronize(2, 0, std::mem::take(&mut sync)) };
     let e = match launched {
         Err(e) => e,
         Ok(_) => {
@@ -549,7 +549,7 @@ fn gpu_streams_synchronised_with_each_other() {
     if !gpu_ready() {
         return;
     }
-    use tvm_runtime::ffi::device as dapi;
+    use tvm_runtime::classic_api::device as dapi;
     let m = load(&write_ptx("streams", PTX)).unwrap();
     let k = get_function(&m, "vadd_kernel0", false).unwrap();
     let (mut s1, mut s2) = (std::ptr::null_mut(), std::ptr::null_mut());
@@ -590,14 +590,14 @@ fn gpu_workspaces_released_by_exiting_threads() {
             std::thread::spawn(move || {
                 for r in 0..10 {
                     let n = 1000 + 4096 * t + 17 * r;
-                    let w = tvm_runtime::ffi::backend::TVMBackendAllocWorkspace(2, 0, n, 2, 32);
+                    let w = tvm_runtime::classic_api::backend::TVMBackendAllocWorkspace(2, 0, n, 2, 32);
                     assert!(!w.is_null(), "{}", last_error());
-                    let h = tvm_runtime::ffi::backend::TVMBackendAllocWorkspace(3, 0, n, 2, 32);
+                    let h = tvm_runtime::classic_api::backend::TVMBackendAllocWorkspace(3, 0, n, 2, 32);
                     assert!(!h.is_null(), "{}", last_error());
                     // SAFETY: from the pools above, freed once, in reverse order.
                     unsafe {
-                        assert_eq!(tvm_runtime::ffi::backend::TVMBackendFreeWorkspace(3, 0, h), 0);
-                        assert_eq!(tvm_runtime::ffi::backend::TVMBackendFreeWorkspace(2, 0, w), 0);
+                        assert_eq!(tvm_runtime::classic_api::backend::TVMBackendFreeWorkspace(3, 0, h), 0);
+                        assert_eq!(tvm_runtime::classic_api::backend::TVMBackendFreeWorkspace(2, 0, w), 0);
                     }
                 }
             })

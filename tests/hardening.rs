@@ -298,7 +298,7 @@ fn params_claiming_terabytes_fail_fast() {
     let (mut rv, mut rc) = (TVMValue { v_int64: 0 }, 0);
     // SAFETY: a live function, one bytes argument, valid out-pointers.
     let status = unsafe {
-        tvm_runtime::ffi::runtime_api::TVMFuncCall(f.0, v.as_mut_ptr(), codes.as_mut_ptr(), 1, &mut rv, &mut rc)
+        tvm_runtime::classic_api::runtime_api::TVMFuncCall(f.0, v.as_mut_ptr(), codes.as_mut_ptr(), 1, &mut rv, &mut rc)
     };
     assert_eq!(status, -1);
     assert!(common::last_error().contains("runs past the end"), "{}", common::last_error());

@@ -30,16 +30,16 @@ fn declared_names(dir: &Path, out: &mut std::collections::BTreeSet<String>) {
     }
 }
 
-/// The classic headers leave out what the tvm-ffi ABI (`src/tvmffi/`) declares, unless the
+/// The classic headers leave out what the tvm-ffi ABI (`src/tvm_ffi/`) declares, unless the
 /// classic sources declare the same name.
 fn tvm_ffi_only_names(root: &Path) -> Vec<String> {
     let mut ffi = std::collections::BTreeSet::new();
-    declared_names(&root.join("src/tvmffi"), &mut ffi);
+    declared_names(&root.join("src/tvm_ffi"), &mut ffi);
     let mut classic = std::collections::BTreeSet::new();
     let dirs = [root.join("src"), root.join("crates/core/src")];
     for e in dirs.iter().flat_map(|d| std::fs::read_dir(d).expect("src")) {
         let p = e.expect("entry").path();
-        if p.ends_with("tvmffi") {
+        if p.ends_with("tvm_ffi") {
             continue;
         }
         if p.is_dir() {
@@ -67,7 +67,7 @@ fn generate(config: &Path) -> String {
     String::from_utf8(out).expect("utf-8 header")
 }
 
-/// The tvm-ffi headers: generated from the sources of `src/tvmffi/` alone (the classic exports
+/// The tvm-ffi headers: generated from the sources of `src/tvm_ffi/` alone (the classic exports
 /// live elsewhere), `c_api.h` without and `extra/c_env_api.h` with the `TVMFFIEnv*` functions.
 const TVM_FFI_HEADERS: [(&str, &str, bool); 2] = [
     ("cbindgen/tvm_ffi_c_api.toml", "include/tvm/ffi/c_api.h", false),
@@ -75,7 +75,7 @@ const TVM_FFI_HEADERS: [(&str, &str, bool); 2] = [
 ];
 
 fn tvm_ffi_sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-    let mut entries: Vec<_> = std::fs::read_dir(dir).expect("src/tvmffi").map(|e| e.expect("entry").path()).collect();
+    let mut entries: Vec<_> = std::fs::read_dir(dir).expect("src/tvm_ffi").map(|e| e.expect("entry").path()).collect();
     entries.sort();
     for p in entries {
         if p.is_dir() {
@@ -111,7 +111,7 @@ fn env_functions(sources: &[std::path::PathBuf]) -> Vec<String> {
 fn generate_tvm_ffi(config: &Path, env: bool) -> String {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut sources = Vec::new();
-    tvm_ffi_sources(&root.join("src/tvmffi"), &mut sources);
+    tvm_ffi_sources(&root.join("src/tvm_ffi"), &mut sources);
     let envs = env_functions(&sources);
     let mut cfg = cbindgen::Config::from_file(root.join(config)).expect("cbindgen config");
     if env {
@@ -138,7 +138,7 @@ fn generate_tvm_ffi(config: &Path, env: bool) -> String {
     // cbindgen follows the `mod` declarations from the module's root.
     let bindings = cbindgen::Builder::new()
         .with_config(cfg)
-        .with_src(root.join("src/tvmffi/mod.rs"))
+        .with_src(root.join("src/tvm_ffi/mod.rs"))
         .generate()
         .expect("cbindgen generates");
     let mut out = Vec::new();

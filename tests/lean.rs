@@ -13,7 +13,7 @@ use std::ffi::{c_int, c_void, CString};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use tvm_runtime::abi::{TVMByteArray, TVMValue};
-use tvm_runtime::ffi::runtime_api as api;
+use tvm_runtime::classic_api::runtime_api as api;
 use tvm_runtime::mapped::{page_size, resident_file_page, resident_page};
 
 /// Elements of each tensor: 1 MiB of float32 per weight.
@@ -339,7 +339,7 @@ fn library_loaded_twice_and_again_after_unloading() {
 
 #[test]
 fn export_after_the_blob_was_given_back() {
-    tvm_runtime::ffi::slots::install().unwrap();
+    tvm_runtime::classic_api::slots::install().unwrap();
     let m = model();
     let root = tvm_runtime::module::load_from_file(m.so.to_str().unwrap(), "").unwrap();
     assert_eq!(root.type_key(), "GraphExecutorFactory");
@@ -466,7 +466,7 @@ fn graph_params_handed_out_are_writable_and_reach_only_later_executors() {
     check(&executor(&factory), &threes, &w2());
     check(&before, &w1(), &w2());
     // SAFETY: an owned map handle.
-    assert_eq!(unsafe { tvm_runtime::ffi::object::TVMObjectFree(params) }, 0);
+    assert_eq!(unsafe { tvm_runtime::classic_api::object::TVMObjectFree(params) }, 0);
 }
 
 // ---------------------------------------------------------------------------------------------

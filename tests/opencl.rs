@@ -12,7 +12,7 @@ use std::ffi::c_void;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use tvm_runtime::abi::DLTensor;
-use tvm_runtime::ffi::ndarray as napi;
+use tvm_runtime::classic_api::ndarray as napi;
 
 const OPENCL: i32 = 4;
 
@@ -114,17 +114,17 @@ fn device_api_and_attributes() {
     );
     assert!(e.is_err());
     // Workspaces from the per-thread pool: the same block comes back.
-    let ws = tvm_runtime::ffi::backend::TVMBackendAllocWorkspace(4, 0, 1000, 2, 32);
+    let ws = tvm_runtime::classic_api::backend::TVMBackendAllocWorkspace(4, 0, 1000, 2, 32);
     assert!(!ws.is_null(), "{}", last_error());
     // SAFETY: from the pool above, same thread and device.
-    assert_eq!(unsafe { tvm_runtime::ffi::backend::TVMBackendFreeWorkspace(4, 0, ws) }, 0);
-    let again = tvm_runtime::ffi::backend::TVMBackendAllocWorkspace(4, 0, 10, 2, 32);
+    assert_eq!(unsafe { tvm_runtime::classic_api::backend::TVMBackendFreeWorkspace(4, 0, ws) }, 0);
+    let again = tvm_runtime::classic_api::backend::TVMBackendAllocWorkspace(4, 0, 10, 2, 32);
     assert_eq!(again, ws);
     // SAFETY: as above.
-    assert_eq!(unsafe { tvm_runtime::ffi::backend::TVMBackendFreeWorkspace(4, 0, again) }, 0);
+    assert_eq!(unsafe { tvm_runtime::classic_api::backend::TVMBackendFreeWorkspace(4, 0, again) }, 0);
     // Sync of the queue.
     // SAFETY: plain call.
-    assert_eq!(unsafe { tvm_runtime::ffi::device::TVMSynchronize(4, 0, std::ptr::null_mut()) }, 0);
+    assert_eq!(unsafe { tvm_runtime::classic_api::device::TVMSynchronize(4, 0, std::ptr::null_mut()) }, 0);
 }
 
 #[test]
@@ -214,7 +214,7 @@ fn build_errors_and_missing_kernels() {
     let n = c("vadd_kernel0");
     let mut out = std::ptr::null_mut();
     // SAFETY: live module, valid string and out-pointer.
-    let rc = unsafe { tvm_runtime::ffi::runtime_api::TVMModGetFunction(m.0, n.as_ptr(), 0, &mut out) };
+    let rc = unsafe { tvm_runtime::classic_api::runtime_api::TVMModGetFunction(m.0, n.as_ptr(), 0, &mut out) };
     assert_eq!(rc, -1);
     assert!(last_error().contains("Cannot handle int8 as device function argument"), "{}", last_error());
 }

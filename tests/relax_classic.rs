@@ -64,7 +64,7 @@ fn f32s(b: &[u8]) -> Vec<f32> {
 }
 
 fn load(path: &Path) -> Module {
-    tvm_runtime::ffi::slots::install().unwrap();
+    tvm_runtime::classic_api::slots::install().unwrap();
     load_from_file(path.to_str().unwrap(), "").unwrap()
 }
 

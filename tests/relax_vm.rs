@@ -5,10 +5,10 @@
 
 use std::path::{Path, PathBuf};
 use tvm_runtime::abi::{DLDataType, DLDevice};
-use tvm_runtime::tvmffi::any::Any;
-use tvm_runtime::tvmffi::containers::array::seq_items;
-use tvm_runtime::tvmffi::object::ObjectRef;
-use tvm_runtime::tvmffi::{function, module, registry, tensor, ti, FfiError};
+use tvm_runtime::tvm_ffi::any::Any;
+use tvm_runtime::tvm_ffi::containers::array::seq_items;
+use tvm_runtime::tvm_ffi::object::ObjectRef;
+use tvm_runtime::tvm_ffi::{function, module, registry, tensor, ti, FfiError};
 
 const CPU: DLDevice = DLDevice { device_type: 1, device_id: 0 };
 
@@ -258,7 +258,7 @@ fn stateful_calls_and_saved_functions() {
 fn builtins_refuse_forged_vm_pointers_and_bad_heaps() {
     let call = |name: &str, args: &[Any]| function::call_any(&registry::get(name).unwrap(), args);
     let fake = Any::opaque_ptr(0x1000 as *mut std::ffi::c_void);
-    let shape = Any::object(tvm_runtime::tvmffi::containers::shape::make_shape(&[16]));
+    let shape = Any::object(tvm_runtime::tvm_ffi::containers::shape::make_shape(&[16]));
     let u8t = Any::dtype(DLDataType { code: 1, bits: 8, lanes: 1 });
     let e = call("vm.builtin.alloc_storage", &[fake.clone(), shape, Any::int(0), u8t, Any::string("global")]);
     assert!(e.unwrap_err().message().contains("not a virtual machine running"));
@@ -266,7 +266,7 @@ fn builtins_refuse_forged_vm_pointers_and_bad_heaps() {
     assert!(e.unwrap_err().message().contains("VM context pointer"));
     // A heap index out of range.
     let heap = tensor::empty(&[2], DLDataType { code: 0, bits: 64, lanes: 1 }, CPU).unwrap();
-    let s = Any::object(tvm_runtime::tvmffi::containers::shape::make_shape(&[7]));
+    let s = Any::object(tvm_runtime::tvm_ffi::containers::shape::make_shape(&[7]));
     let e =
         call("vm.builtin.match_shape", &[s.clone(), Any::object(heap.clone()), Any::int(1), Any::int(1), Any::int(5)]);
     assert!(e.unwrap_err().message().contains("out of range"));

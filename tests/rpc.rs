@@ -27,7 +27,7 @@ use tvm_runtime::value::Value;
 
 fn global(name: &str) -> PackedFunc {
     // Loading libraries through the core API needs the context function table.
-    tvm_runtime::ffi::slots::install().unwrap();
+    tvm_runtime::classic_api::slots::install().unwrap();
     registry::get(name).unwrap_or_else(|| panic!("{name} is not registered"))
 }
 
@@ -222,15 +222,16 @@ fn check_arrays(sess: &Module, over_network: bool) {
     // through the C API
     let mut back = vec![0u8; 64];
     // SAFETY: a live array handle and a 64-byte buffer.
-    let rc = unsafe { tvm_runtime::ffi::ndarray::TVMArrayCopyToBytes(b.handle(), back.as_mut_ptr().cast(), 64) };
+    let rc =
+        unsafe { tvm_runtime::classic_api::ndarray::TVMArrayCopyToBytes(b.handle(), back.as_mut_ptr().cast(), 64) };
     assert_eq!(rc, 0);
     assert_eq!(back, src);
     // SAFETY: plain calls with a remote device.
     unsafe {
-        assert_eq!(tvm_runtime::ffi::device::TVMSynchronize(dev.device_type, 0, std::ptr::null_mut()), 0);
-        assert_eq!(tvm_runtime::ffi::device::TVMSetStream(dev.device_type, 0, std::ptr::null_mut()), 0);
+        assert_eq!(tvm_runtime::classic_api::device::TVMSynchronize(dev.device_type, 0, std::ptr::null_mut()), 0);
+        assert_eq!(tvm_runtime::classic_api::device::TVMSetStream(dev.device_type, 0, std::ptr::null_mut()), 0);
         let mut s = std::ptr::null_mut();
-        assert_eq!(tvm_runtime::ffi::device::TVMStreamCreate(dev.device_type, 0, &mut s), 0);
+        assert_eq!(tvm_runtime::classic_api::device::TVMStreamCreate(dev.device_type, 0, &mut s), 0);
         assert!(s.is_null());
     }
     // device attributes: exists, and a missing device type

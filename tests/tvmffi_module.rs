@@ -3,8 +3,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use tvm_runtime::tvmffi::any::Any;
-use tvm_runtime::tvmffi::{function, module, registry};
+use tvm_runtime::tvm_ffi::any::Any;
+use tvm_runtime::tvm_ffi::{function, module, registry};
 
 // The library is plain C: the ABI structs it needs are spelled out here.
 const LIB: &str = r#"
@@ -52,7 +52,7 @@ fn compile(name: &str, source: &str) -> PathBuf {
     so
 }
 
-fn call0(m: &tvm_runtime::tvmffi::ObjectRef, name: &str) -> i64 {
+fn call0(m: &tvm_runtime::tvm_ffi::ObjectRef, name: &str) -> i64 {
     let f = module::get_function(m, name, false).unwrap().unwrap();
     function::call_any(&f, &[]).unwrap().as_i64().unwrap()
 }

@@ -237,7 +237,7 @@ fn split_form_and_executable_files() {
     let e = Vm::create(&from_file).err().expect("no library");
     assert!(e.contains("kernel library must non-be null"), "{e}");
     // SAFETY: live module handles.
-    assert_eq!(unsafe { tvm_runtime::ffi::runtime_api::TVMModImport(from_file.0, lib.0) }, 0);
+    assert_eq!(unsafe { tvm_runtime::classic_api::runtime_api::TVMModImport(from_file.0, lib.0) }, 0);
     check_runs(&f, &Vm::new(&from_file, &[(1, 0, POOLED)]));
     let _ = std::fs::remove_file(&path);
     // A library without the primitives is refused when the VM is made.
@@ -393,16 +393,16 @@ fn profiling_vm_reports_every_primitive() {
     let report = unsafe { rv.v_handle };
     let mut tindex = 0u32;
     // SAFETY: a live object handle and a valid out-pointer.
-    assert_eq!(unsafe { tvm_runtime::ffi::object::TVMObjectGetTypeIndex(report, &mut tindex) }, 0);
+    assert_eq!(unsafe { tvm_runtime::classic_api::object::TVMObjectGetTypeIndex(report, &mut tindex) }, 0);
     let mut key = std::ptr::null_mut();
     // SAFETY: valid out-pointer; the key is a malloc'ed string we free.
-    assert_eq!(unsafe { tvm_runtime::ffi::object::TVMObjectTypeIndex2Key(tindex, &mut key) }, 0);
+    assert_eq!(unsafe { tvm_runtime::classic_api::object::TVMObjectTypeIndex2Key(tindex, &mut key) }, 0);
     // SAFETY: a NUL-terminated string from TVMObjectTypeIndex2Key, freed once.
     assert_eq!(unsafe { common::from_c(key) }, "runtime.profiling.Report");
     // SAFETY: as above.
     unsafe { libc::free(key.cast()) };
     // SAFETY: the owned report handle, released once.
-    assert_eq!(unsafe { tvm_runtime::ffi::object::TVMObjectFree(report) }, 0);
+    assert_eq!(unsafe { tvm_runtime::classic_api::object::TVMObjectFree(report) }, 0);
     // The plain VM has no profile function.
     let plain = Vm::new(&exec, &[(1, 0, POOLED)]);
     assert!(func_error(&plain.m, "profile").is_some());

@@ -355,11 +355,11 @@ fn closures_and_global_calls() {
     let mut key = std::ptr::null_mut();
     // SAFETY: live object handle, valid out-pointers; the key is malloc'ed and freed here.
     unsafe {
-        assert_eq!(tvm_runtime::ffi::object::TVMObjectGetTypeIndex(obj, &mut t), 0);
-        assert_eq!(tvm_runtime::ffi::object::TVMObjectTypeIndex2Key(t, &mut key), 0);
+        assert_eq!(tvm_runtime::classic_api::object::TVMObjectGetTypeIndex(obj, &mut t), 0);
+        assert_eq!(tvm_runtime::classic_api::object::TVMObjectTypeIndex2Key(t, &mut key), 0);
         assert_eq!(common::from_c(key), "vm.Closure");
         libc::free(key.cast());
-        assert_eq!(tvm_runtime::ffi::object::TVMObjectFree(obj), 0);
+        assert_eq!(tvm_runtime::classic_api::object::TVMObjectFree(obj), 0);
     }
 }
 
@@ -689,7 +689,7 @@ mod pool {
     }
 
     fn vm_with(kind: i64) -> VirtualMachine {
-        tvm_runtime::ffi::slots::install().unwrap();
+        tvm_runtime::classic_api::slots::install().unwrap();
         let so = build_vm_library("vm-pool", &arith().bytes(), &[]);
         let exec = tvm_runtime::module::load_from_file(so.to_str().unwrap(), "").unwrap();
         let vm = VirtualMachine::new(&exec, false).unwrap();

@@ -65,7 +65,7 @@ impl Device {
     /// be opened.
     pub fn exists(&self) -> bool {
         match core_device::api(self.device_type) {
-            Ok(api) => matches!(api.get_attr(self.dl(), 0), Ok(tvm_runtime::value::Value::Int(n)) if n != 0),
+            Ok(api) => matches!(api.get_attr(self.dl(), 0), Ok(tvm_runtime::device::Attr::Int(n)) if n != 0),
             Err(_) => false,
         }
     }

@@ -36,11 +36,11 @@
 use crate::relax::{ffi_err, RelaxModule, RelaxVm};
 use crate::{Device, Error, NDArray, Result};
 use tvm_runtime::relax::kv::paged::paged_kv_cache_index;
-use tvm_runtime::tvmffi::any::Any;
-use tvm_runtime::tvmffi::containers::{array, shape};
-use tvm_runtime::tvmffi::object::ObjectRef;
-use tvm_runtime::tvmffi::tensor::classic;
-use tvm_runtime::tvmffi::{function, registry, types};
+use tvm_runtime::tvm_ffi::any::Any;
+use tvm_runtime::tvm_ffi::containers::{array, shape};
+use tvm_runtime::tvm_ffi::object::ObjectRef;
+use tvm_runtime::tvm_ffi::tensor::classic;
+use tvm_runtime::tvm_ffi::{function, registry, types};
 
 fn global(name: &str) -> Result<ObjectRef> {
     registry::get(name).ok_or_else(|| Error::key(format!("the runtime has no global {name}")))

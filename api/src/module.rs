@@ -23,7 +23,7 @@ fn path_str(path: &Path) -> Result<&str> {
 pub(crate) fn install_slots() -> Result<()> {
     // Model libraries call back into the runtime through pointer slots the loader fills; this
     // hands the loader the addresses of the runtime's C entry points (once).
-    tvm_runtime::ffi::slots::install()
+    tvm_runtime::classic_api::slots::install()
 }
 
 impl Module {

@@ -59,11 +59,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tvm_runtime::relax::executable::{Constant, Executable, FuncKind};
 use tvm_runtime::relax::vm_module::{self, ExecModule};
-use tvm_runtime::tvmffi::any::Any;
-use tvm_runtime::tvmffi::containers::{array, shape};
-use tvm_runtime::tvmffi::object::ObjectRef;
-use tvm_runtime::tvmffi::tensor::classic;
-use tvm_runtime::tvmffi::{function, module, registry, ti, types, FfiError};
+use tvm_runtime::tvm_ffi::any::Any;
+use tvm_runtime::tvm_ffi::containers::{array, shape};
+use tvm_runtime::tvm_ffi::object::ObjectRef;
+use tvm_runtime::tvm_ffi::tensor::classic;
+use tvm_runtime::tvm_ffi::{function, module, registry, ti, types, FfiError};
 
 /// The symbol that marks a TVM v0.22+ export (tvm-ffi's serialized module tree).
 pub const LIBRARY_BIN_SYMBOL: &str = "__tvm_ffi__library_bin";

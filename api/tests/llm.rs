@@ -167,5 +167,5 @@ fn cache_errors_are_errors() {
         let e = LlmModel::new(&other, Device::cpu(), d.join("params").to_str().unwrap(), &names(&d));
         assert!(e.err().unwrap().to_string().contains("not an MLC-style LLM"));
     }
-    assert!(KvCache::from_object(tvm_runtime::tvmffi::containers::shape::make_shape(&[1])).is_err());
+    assert!(KvCache::from_object(tvm_runtime::tvm_ffi::containers::shape::make_shape(&[1])).is_err());
 }

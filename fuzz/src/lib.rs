@@ -654,11 +654,11 @@ pub fn rpc_server(data: &[u8]) {
 /// `tvm_ffi_json_graph`: the tvm-ffi JSON object graph (`ffi.FromJSONGraphString`): text in, a
 /// value or an error out; a value read must write back and read again.
 pub fn tvm_ffi_json_graph(data: &[u8]) {
-    use tvm_runtime::tvmffi::serialization::graph::{from_json_graph_str, to_json_graph};
-    use tvm_runtime::tvmffi::serialization::json::stringify;
+    use tvm_runtime::tvm_ffi::serialization::graph::{from_json_graph_str, to_json_graph};
+    use tvm_runtime::tvm_ffi::serialization::json::stringify;
     let Ok(text) = std::str::from_utf8(data) else { return };
     let Ok(v) = from_json_graph_str(text) else { return };
-    let meta = tvm_runtime::tvmffi::Any::none();
+    let meta = tvm_runtime::tvm_ffi::Any::none();
     if let Ok(j) = to_json_graph(&v, &meta) {
         let again = stringify(&j, 0);
         from_json_graph_str(&again).expect("a graph written from a value read does not read again");
@@ -672,7 +672,7 @@ pub fn tvm_ffi_json_graph(data: &[u8]) {
 pub fn tvm_ffi_tensor_import(data: &[u8]) {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use tvm_runtime::abi::{DLDataType, DLManagedTensor, DLTensor};
-    use tvm_runtime::tvmffi::tensor::dlpack::{DLManagedTensorVersioned, DLPackVersion};
+    use tvm_runtime::tvm_ffi::tensor::dlpack::{DLManagedTensorVersioned, DLPackVersion};
     static DELETED: AtomicUsize = AtomicUsize::new(0);
     unsafe extern "C" fn del_v(_: *mut DLManagedTensorVersioned) {
         DELETED.fetch_add(1, Ordering::SeqCst);
@@ -729,7 +729,7 @@ pub fn tvm_ffi_tensor_import(data: &[u8]) {
         };
         // SAFETY: a valid managed tensor whose data is never read; `out` is writable.
         unsafe {
-            tvm_runtime::tvmffi::exports::tensor::TVMFFITensorFromDLPackVersioned(
+            tvm_runtime::tvm_ffi::exports::tensor::TVMFFITensorFromDLPackVersioned(
                 &mut m,
                 align,
                 contiguous as i32,
@@ -740,17 +740,17 @@ pub fn tvm_ffi_tensor_import(data: &[u8]) {
         let mut m = DLManagedTensor { dl_tensor: dl, manager_ctx: std::ptr::null_mut(), deleter: Some(del) };
         // SAFETY: as above.
         unsafe {
-            tvm_runtime::tvmffi::exports::tensor::TVMFFITensorFromDLPack(&mut m, align, contiguous as i32, &mut out)
+            tvm_runtime::tvm_ffi::exports::tensor::TVMFFITensorFromDLPack(&mut m, align, contiguous as i32, &mut out)
         }
     };
     if rc != 0 {
         assert_eq!(DELETED.load(Ordering::SeqCst), 0, "a refused tensor was released");
-        let _ = tvm_runtime::tvmffi::error::take_raised();
+        let _ = tvm_runtime::tvm_ffi::error::take_raised();
         return;
     }
     assert!(!out.is_null());
     assert_eq!(DELETED.load(Ordering::SeqCst), 0);
     // SAFETY: the import handed us one reference.
-    unsafe { tvm_runtime::tvmffi::exports::core::TVMFFIObjectDecRef(out) };
+    unsafe { tvm_runtime::tvm_ffi::exports::core::TVMFFIObjectDecRef(out) };
     assert_eq!(DELETED.load(Ordering::SeqCst), 1, "the producer's deleter runs once");
 }

@@ -7,12 +7,12 @@
 use super::objects;
 use super::vm::{self, from_ctx};
 use crate::abi::{DLDataType, DLDevice, DLTensor};
-use crate::tvmffi::any::{view_as_i64, Any, TVMFFIAny};
-use crate::tvmffi::containers::array::{make_array, seq_items, TVMFFISeqCell};
-use crate::tvmffi::containers::shape::{make_shape, shape_dims};
-use crate::tvmffi::object::ObjectRef;
-use crate::tvmffi::registry::Builder;
-use crate::tvmffi::{function, registry, string, ti, types, FfiError, FfiResult};
+use crate::tvm_ffi::any::{view_as_i64, Any, TVMFFIAny};
+use crate::tvm_ffi::containers::array::{make_array, seq_items, TVMFFISeqCell};
+use crate::tvm_ffi::containers::shape::{make_shape, shape_dims};
+use crate::tvm_ffi::object::ObjectRef;
+use crate::tvm_ffi::registry::Builder;
+use crate::tvm_ffi::{function, registry, string, ti, types, FfiError, FfiResult};
 
 type Args<'a> = &'a [TVMFFIAny];
 
@@ -58,7 +58,7 @@ fn dtype(name: &str, a: Args, i: usize) -> FfiResult<DLDataType> {
     }
     // SAFETY: a valid view.
     match unsafe { string::view_str_bytes(v) }.and_then(|b| std::str::from_utf8(b).ok()) {
-        Some(s) => crate::tvmffi::dtype::parse(s),
+        Some(s) => crate::tvm_ffi::dtype::parse(s),
         None => Err(FfiError::type_error(format!(
             "{name}: argument {i} must be a data type, got {}",
             types::type_key(v.type_index)
@@ -101,7 +101,7 @@ fn opt_str(a: Args, i: usize) -> String {
 fn view_tensor<'a>(v: &TVMFFIAny) -> Option<&'a DLTensor> {
     match v.type_index {
         // SAFETY: a tensor object has its DLTensor after the header.
-        ti::TENSOR if !v.obj_ptr().is_null() => Some(unsafe { crate::tvmffi::tensor::dltensor(v.obj_ptr()) }),
+        ti::TENSOR if !v.obj_ptr().is_null() => Some(unsafe { crate::tvm_ffi::tensor::dltensor(v.obj_ptr()) }),
         // SAFETY: a DLTensor* view points to a valid tensor or is null.
         ti::DLTENSOR_PTR => unsafe { (v.bits() as *const DLTensor).as_ref() },
         _ => None,
@@ -290,8 +290,8 @@ fn check_tensor_info(a: Args) -> FfiResult<Any> {
         if t.dtype != d {
             return Err(FfiError::value(format!(
                 "{ctx} expect Tensor with dtype {} but get {}",
-                crate::tvmffi::dtype::format(d)?,
-                crate::tvmffi::dtype::format(t.dtype)?
+                crate::tvm_ffi::dtype::format(d)?,
+                crate::tvm_ffi::dtype::format(t.dtype)?
             )));
         }
     }
@@ -386,7 +386,7 @@ fn reshape(a: Args) -> FfiResult<Any> {
     if have != want {
         return Err(FfiError::value(format!("{name}: cannot view {:?} as {new:?}", dims(t)?)));
     }
-    if !crate::tvmffi::tensor::is_contiguous(t) {
+    if !crate::tvm_ffi::tensor::is_contiguous(t) {
         return Err(FfiError::value("Can only create view for compact tensor"));
     }
     let owner = if v.type_index == ti::TENSOR {
@@ -396,8 +396,8 @@ fn reshape(a: Args) -> FfiResult<Any> {
         vm::copy_tensor_to(t, t.device)?
     };
     // SAFETY: `owner` is a live tensor.
-    let src = unsafe { crate::tvmffi::tensor::dltensor(owner.as_ptr()) };
-    Ok(Any::object(crate::tvmffi::tensor::in_owner(
+    let src = unsafe { crate::tvm_ffi::tensor::dltensor(owner.as_ptr()) };
+    Ok(Any::object(crate::tvm_ffi::tensor::in_owner(
         owner.clone(),
         src.data,
         src.byte_offset,
@@ -410,7 +410,7 @@ fn reshape(a: Args) -> FfiResult<Any> {
 fn read_if_cond(a: Args) -> FfiResult<Any> {
     let name = "vm.builtin.read_if_cond";
     let v = arg(name, a, 0)?;
-    if let Some(b) = crate::tvmffi::any::view_as_bool(v) {
+    if let Some(b) = crate::tvm_ffi::any::view_as_bool(v) {
         return Ok(Any::bool(b));
     }
     let t = view_tensor(v).ok_or_else(|| {
@@ -419,7 +419,7 @@ fn read_if_cond(a: Args) -> FfiResult<Any> {
     if !matches!(t.dtype.code, 0 | 1 | 6) || !matches!(t.dtype.bits, 1 | 8 | 16 | 32 | 64) {
         return Err(FfiError::type_error(format!(
             "{name}: the condition must be an integer or bool tensor, got {}",
-            crate::tvmffi::dtype::format(t.dtype)?
+            crate::tvm_ffi::dtype::format(t.dtype)?
         )));
     }
     let host;
@@ -428,7 +428,7 @@ fn read_if_cond(a: Args) -> FfiResult<Any> {
     } else {
         host = vm::copy_tensor_to(t, DLDevice { device_type: crate::device::CPU, device_id: 0 })?;
         // SAFETY: a live tensor.
-        unsafe { crate::tvmffi::tensor::dltensor(host.as_ptr()) }
+        unsafe { crate::tvm_ffi::tensor::dltensor(host.as_ptr()) }
     };
     if dims(t)?.iter().product::<i64>() < 1 {
         return Err(FfiError::value(format!("{name}: the condition tensor is empty")));
@@ -449,7 +449,7 @@ fn tensor_to_shape(a: Args) -> FfiResult<Any> {
     } else {
         host = vm::copy_tensor_to(t, DLDevice { device_type: crate::device::CPU, device_id: 0 })?;
         // SAFETY: a live tensor.
-        unsafe { crate::tvmffi::tensor::dltensor(host.as_ptr()) }
+        unsafe { crate::tvm_ffi::tensor::dltensor(host.as_ptr()) }
     };
     if t.ndim != 1 || t.dtype.code != 0 || !matches!(t.dtype.bits, 16 | 32 | 64) {
         return Err(FfiError::value(format!("{name}: expected a 1-d int16/32/64 tensor")));
@@ -584,7 +584,7 @@ pub fn register(b: &mut Builder) {
         if v.is_object() {
             return Err(FfiError::type_error(format!(
                 "{ctx}, expected dtype {}, but received ObjectRef of type {}",
-                crate::tvmffi::dtype::format(d)?,
+                crate::tvm_ffi::dtype::format(d)?,
                 types::type_key(v.type_index)
             )));
         }
@@ -595,14 +595,14 @@ pub fn register(b: &mut Builder) {
             _ => {
                 return Err(FfiError::type_error(format!(
                     "{ctx}, unsupported dtype {}",
-                    crate::tvmffi::dtype::format(d)?
+                    crate::tvm_ffi::dtype::format(d)?
                 )))
             }
         };
         if !ok {
             return Err(FfiError::type_error(format!(
                 "{ctx}, expected dtype {}, but received {}",
-                crate::tvmffi::dtype::format(d)?,
+                crate::tvm_ffi::dtype::format(d)?,
                 types::type_key(v.type_index)
             )));
         }

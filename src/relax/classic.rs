@@ -6,7 +6,7 @@
 //! - the classic loader `runtime.module.loadbinary_relax.Executable` makes a classic module over
 //!   a tvm-ffi `relax.VMExecutable`; its `vm_load_executable` gives the VM the classic imports
 //!   (the kernel library) as tvm-ffi modules whose functions take tvm-ffi values
-//!   ([`crate::tvmffi::classic_bridge`]);
+//!   ([`crate::tvm_ffi::classic_bridge`]);
 //! - the classic `relax.VirtualMachine` module's functions take classic values (NDArrays become
 //!   tensors over the same memory, ShapeTuples shapes, Arrays arrays) and give classic ones back.
 //!
@@ -20,10 +20,10 @@ use crate::function::PackedFunc;
 use crate::module::blob;
 use crate::module::{Module, ModuleNode};
 use crate::registry::Registrar;
-use crate::tvmffi::any::TVMFFIAny;
-use crate::tvmffi::classic_values::{ffi_err, to_classic, to_ffi};
-use crate::tvmffi::object::ObjectRef as FfiObject;
-use crate::tvmffi::{function, module};
+use crate::tvm_ffi::any::TVMFFIAny;
+use crate::tvm_ffi::classic_values::{ffi_err, to_classic, to_ffi};
+use crate::tvm_ffi::object::ObjectRef as FfiObject;
+use crate::tvm_ffi::{function, module};
 use crate::value::Value;
 
 /// The classic `relax.Executable` module.
@@ -47,7 +47,7 @@ impl ModuleNode for ClassicExec {
         Ok(match name {
             "vm_load_executable" | "vm_profiler_load_executable" => Some(PackedFunc::from_fn(move |_| {
                 let imports =
-                    this.imports().into_iter().map(crate::tvmffi::classic_bridge::ffi_module).collect::<Vec<_>>();
+                    this.imports().into_iter().map(crate::tvm_ffi::classic_bridge::ffi_module).collect::<Vec<_>>();
                 module::replace_imports(&exec, imports).map_err(ffi_err)?;
                 let vm = vm_module::load_vm(&exec).map_err(ffi_err)?;
                 Ok(Value::Module(Module::new(ClassicVm { vm })))

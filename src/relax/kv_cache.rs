@@ -5,12 +5,12 @@
 
 use super::builtins::add_fn;
 use crate::abi::DLTensor;
-use crate::tvmffi::any::{Any, TVMFFIAny};
-use crate::tvmffi::containers::array::seq_items;
-use crate::tvmffi::containers::shape::shape_dims;
-use crate::tvmffi::object::{make_object, ObjectRef};
-use crate::tvmffi::registry::Builder;
-use crate::tvmffi::{tensor, ti, types, FfiError, FfiResult};
+use crate::tvm_ffi::any::{Any, TVMFFIAny};
+use crate::tvm_ffi::containers::array::seq_items;
+use crate::tvm_ffi::containers::shape::shape_dims;
+use crate::tvm_ffi::object::{make_object, ObjectRef};
+use crate::tvm_ffi::registry::Builder;
+use crate::tvm_ffi::{tensor, ti, types, FfiError, FfiResult};
 use parking_lot::Mutex;
 use std::sync::OnceLock;
 
@@ -171,7 +171,7 @@ fn view(st: &State, shape: Option<Vec<i64>>) -> FfiResult<Any> {
 
 fn int(a: &[TVMFFIAny], i: usize, what: &str) -> FfiResult<i64> {
     a.get(i)
-        .and_then(crate::tvmffi::any::view_as_i64)
+        .and_then(crate::tvm_ffi::any::view_as_i64)
         .ok_or_else(|| FfiError::type_error(format!("{what}: argument {i} must be an integer")))
 }
 

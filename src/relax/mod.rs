@@ -32,7 +32,7 @@ pub mod vm;
 pub mod vm_module;
 
 /// Adds the Relax VM's globals to the tvm-ffi registry.
-pub fn register(b: &mut crate::tvmffi::registry::Builder) {
+pub fn register(b: &mut crate::tvm_ffi::registry::Builder) {
     builtins::register(b);
     kv_cache::register(b);
     kv::register(b);

@@ -7,9 +7,9 @@
 
 use crate::abi::{DLDataType, DLDevice};
 use crate::memory::Allocator;
-use crate::tvmffi::any::Any;
-use crate::tvmffi::object::{make_object, ObjectRef};
-use crate::tvmffi::{ti, types, FfiError, FfiResult};
+use crate::tvm_ffi::any::Any;
+use crate::tvm_ffi::object::{make_object, ObjectRef};
+use crate::tvm_ffi::{ti, types, FfiError, FfiResult};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -108,7 +108,7 @@ pub fn alloc_tensor(storage: &ObjectRef, offset: i64, shape: &[i64], dtype: DLDa
             s.size
         )));
     }
-    Ok(crate::tvmffi::tensor::in_owner(storage.clone(), s.data, offset as u64, shape, dtype, s.device))
+    Ok(crate::tvm_ffi::tensor::in_owner(storage.clone(), s.data, offset as u64, shape, dtype, s.device))
 }
 
 /// The payload of a `relax.vm.Closure`.
@@ -135,12 +135,12 @@ pub fn as_closure(o: &ObjectRef) -> Option<&Closure> {
 /// (`VMClosure::BindLastArgs`).
 pub fn bind_last_args(func: ObjectRef, last: Vec<Any>) -> ObjectRef {
     let last = crate::relax::vm::SendAnys(last);
-    crate::tvmffi::function::from_fn(move |args| {
+    crate::tvm_ffi::function::from_fn(move |args| {
         let last = last.items();
         let mut all: Vec<_> = Vec::with_capacity(args.len() + last.len());
         all.extend_from_slice(args);
         all.extend(last.iter().map(|a| *a.raw()));
-        crate::tvmffi::function::call(&func, &all)
+        crate::tvm_ffi::function::call(&func, &all)
     })
 }
 

@@ -5,11 +5,11 @@
 
 use super::builtins::add_fn;
 use super::objects::NamedObjects;
-use crate::tvmffi::any::{Any, TVMFFIAny};
-use crate::tvmffi::containers::array::seq_items;
-use crate::tvmffi::object::ObjectRef;
-use crate::tvmffi::registry::Builder;
-use crate::tvmffi::{function, string, ti, types, FfiError, FfiResult};
+use crate::tvm_ffi::any::{Any, TVMFFIAny};
+use crate::tvm_ffi::containers::array::seq_items;
+use crate::tvm_ffi::object::ObjectRef;
+use crate::tvm_ffi::registry::Builder;
+use crate::tvm_ffi::{function, string, ti, types, FfiError, FfiResult};
 
 /// name -> function. A static, so never dropped at exit: a Python function must not be
 /// released after the interpreter has gone.

@@ -9,10 +9,10 @@
 
 use super::builtins::add_fn;
 use crate::abi::{DLDataType, DLDevice, DLTensor};
-use crate::tvmffi::any::{view_as_f64, Any, TVMFFIAny};
-use crate::tvmffi::object::ObjectRef;
-use crate::tvmffi::registry::Builder;
-use crate::tvmffi::{tensor, ti, types, FfiError, FfiResult};
+use crate::tvm_ffi::any::{view_as_f64, Any, TVMFFIAny};
+use crate::tvm_ffi::object::ObjectRef;
+use crate::tvm_ffi::registry::Builder;
+use crate::tvm_ffi::{tensor, ti, types, FfiError, FfiResult};
 
 type Args<'a> = &'a [TVMFFIAny];
 

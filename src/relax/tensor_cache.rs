@@ -12,12 +12,12 @@ use super::builtins::add_fn;
 use super::builtins::int;
 use super::objects::NamedObjects;
 use crate::abi::{DLDataType, DLDevice, DLTensor};
-use crate::tvmffi::any::{view_as_bool, Any, TVMFFIAny};
-use crate::tvmffi::containers::array::{make_array, seq_items};
-use crate::tvmffi::module::{make_native_module, NativeModule};
-use crate::tvmffi::object::ObjectRef;
-use crate::tvmffi::registry::Builder;
-use crate::tvmffi::{function, string, tensor, ti, types, FfiError, FfiResult};
+use crate::tvm_ffi::any::{view_as_bool, Any, TVMFFIAny};
+use crate::tvm_ffi::containers::array::{make_array, seq_items};
+use crate::tvm_ffi::module::{make_native_module, NativeModule};
+use crate::tvm_ffi::object::ObjectRef;
+use crate::tvm_ffi::registry::Builder;
+use crate::tvm_ffi::{function, string, tensor, ti, types, FfiError, FfiResult};
 use serde_json::Value;
 use std::path::{Component, Path};
 
@@ -78,7 +78,7 @@ fn record(r: &Value, at: &str) -> FfiResult<Record> {
         .map(|d| d.as_i64().filter(|&d| d >= 0))
         .collect::<Option<Vec<i64>>>()
         .ok_or_else(|| FfiError::value(format!("tensor cache: {at}: the shape must hold non-negative integers")))?;
-    let dtype = crate::tvmffi::dtype::parse(text(r, "dtype", &at)?)?;
+    let dtype = crate::tvm_ffi::dtype::parse(text(r, "dtype", &at)?)?;
     let format = text(r, "format", &at)?;
     let bf16 = match format {
         "raw" => false,
@@ -153,7 +153,7 @@ fn tensor_from_bytes(r: &Record, bytes: &[u8], dev: DLDevice) -> FfiResult<Objec
     let out = tensor::empty(&r.shape, r.dtype, dev)?;
     // SAFETY: `out` is a live tensor.
     let t = unsafe { tensor::dltensor(out.as_ptr()) };
-    crate::tvmffi::runtime_api::copy_from_bytes(t, bytes.as_ptr().cast(), bytes.len())?;
+    crate::tvm_ffi::runtime_api::copy_from_bytes(t, bytes.as_ptr().cast(), bytes.len())?;
     Ok(out)
 }
 

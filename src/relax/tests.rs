@@ -762,8 +762,8 @@ fn memory_manager_clear_empties_every_live_pool() {
     let (q, size) = a2.alloc(9000, 64, F32).unwrap();
     a2.free(q, size, 64);
     assert_eq!((a1.pooled_bytes(), a2.pooled_bytes()), (4096, 12288));
-    let clear = crate::tvmffi::registry::get("vm.builtin.memory_manager.clear").expect("registered");
-    crate::tvmffi::function::call(&clear, &[]).unwrap();
+    let clear = crate::tvm_ffi::registry::get("vm.builtin.memory_manager.clear").expect("registered");
+    crate::tvm_ffi::function::call(&clear, &[]).unwrap();
     assert_eq!((a1.pooled_bytes(), a2.pooled_bytes()), (0, 0), "pooled blocks went back to the device");
     assert_eq!(a1.held_bytes(), 8192, "the block in use stays");
     a1.free(kept, kept_size, 64);

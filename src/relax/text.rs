@@ -93,7 +93,7 @@ impl Executable {
                 Constant::Int(v) => os += &format!("{v}, "),
                 Constant::Float(v) => os += &format!("{v}, "),
                 Constant::DataType(t) => {
-                    let name = crate::tvmffi::dtype::format(*t)
+                    let name = crate::tvm_ffi::dtype::format(*t)
                         .unwrap_or_else(|_| format!("(code {}, bits {}, lanes {})", t.code, t.bits, t.lanes));
                     os += &format!("{name}, ");
                 }

@@ -17,9 +17,9 @@ use super::executable::{Arg, Executable, FuncKind, Instruction, Reg};
 use super::objects::{as_closure, make_closure};
 use crate::abi::DLDevice;
 use crate::memory::{Allocator, AllocatorKind};
-use crate::tvmffi::any::{Any, TVMFFIAny};
-use crate::tvmffi::object::ObjectRef;
-use crate::tvmffi::{function, module, registry, ti, types, FfiError, FfiResult};
+use crate::tvm_ffi::any::{Any, TVMFFIAny};
+use crate::tvm_ffi::object::ObjectRef;
+use crate::tvm_ffi::{function, module, registry, ti, types, FfiError, FfiResult};
 use parking_lot::RwLock;
 use std::cell::{Cell, RefCell};
 use std::ffi::c_void;
@@ -273,23 +273,23 @@ pub fn convert_to_device(v: &Any, dev: DLDevice) -> FfiResult<Any> {
     let Some(o) = v.as_object() else { return Ok(v.clone()) };
     if o.type_index() == ti::TENSOR {
         // SAFETY: a live tensor.
-        let t = unsafe { crate::tvmffi::tensor::dltensor(o.as_ptr()) };
+        let t = unsafe { crate::tvm_ffi::tensor::dltensor(o.as_ptr()) };
         if t.device.device_type == dev.device_type && t.device.device_id == dev.device_id {
             return Ok(v.clone());
         }
         return Ok(Any::object(copy_tensor_to(t, dev)?));
     }
     if o.type_index() == ti::ARRAY {
-        let items = crate::tvmffi::containers::array::seq_items(&o)
+        let items = crate::tvm_ffi::containers::array::seq_items(&o)
             .iter()
             .map(|a| convert_to_device(a, dev))
             .collect::<FfiResult<Vec<_>>>()?;
-        return Ok(Any::object(crate::tvmffi::containers::array::make_array(items)));
+        return Ok(Any::object(crate::tvm_ffi::containers::array::make_array(items)));
     }
     Ok(v.clone())
 }
 
-pub use crate::tvmffi::tensor::copy_tensor_to;
+pub use crate::tvm_ffi::tensor::copy_tensor_to;
 
 /// `ConvertArgToDevice`: like [`convert_to_device`], and a `DLTensor*` is always copied into a
 /// tensor of the machine's.
@@ -434,7 +434,7 @@ impl Runtime {
                 Instruction::Goto { offset } => pc = (pc as i64 + offset) as usize,
                 Instruction::If { cond, false_offset } => {
                     let c = self.read(regs, *cond);
-                    let v = crate::tvmffi::any::view_as_i64(&c).ok_or_else(|| {
+                    let v = crate::tvm_ffi::any::view_as_i64(&c).ok_or_else(|| {
                         FfiError::type_error(format!(
                             "VM function {}: the If condition {cond} holds {}, not an integer",
                             self.exe.functions[fidx].name,
@@ -497,7 +497,7 @@ impl Runtime {
         for a in &call_args[1..] {
             if a.type_index == ti::DATA_TYPE {
                 // SAFETY: the union is read as the variant the type index names.
-                let s = Any::string(&crate::tvmffi::dtype::format(unsafe { a.v.v_dtype })?);
+                let s = Any::string(&crate::tvm_ffi::dtype::format(unsafe { a.v.v_dtype })?);
                 iargs.push(*s.raw());
                 keep.push(s);
             } else {

@@ -6,13 +6,13 @@
 use super::executable::{Constant, Executable, FuncKind};
 use super::vm::{self, ActiveGuard, Runtime, SendAnys};
 use crate::abi::{DLDevice, DLTensor};
-use crate::tvmffi::any::{Any, TVMFFIAny};
-use crate::tvmffi::containers::array::seq_items;
-use crate::tvmffi::globals::{arg_any, arg_str};
-use crate::tvmffi::module::{self, NativeModule};
-use crate::tvmffi::object::ObjectRef;
-use crate::tvmffi::registry::Builder;
-use crate::tvmffi::{function, registry, ti, types, FfiError, FfiResult};
+use crate::tvm_ffi::any::{Any, TVMFFIAny};
+use crate::tvm_ffi::containers::array::seq_items;
+use crate::tvm_ffi::globals::{arg_any, arg_str};
+use crate::tvm_ffi::module::{self, NativeModule};
+use crate::tvm_ffi::object::ObjectRef;
+use crate::tvm_ffi::registry::Builder;
+use crate::tvm_ffi::{function, registry, ti, types, FfiError, FfiResult};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -58,7 +58,7 @@ impl ExecModule {
 fn constant_value(c: &Constant) -> FfiResult<Any> {
     Ok(match c {
         Constant::Tensor(t) => {
-            let out = crate::tvmffi::tensor::empty(&t.shape, t.dtype, CPU)?;
+            let out = crate::tvm_ffi::tensor::empty(&t.shape, t.dtype, CPU)?;
             let need = super::objects::data_size(&t.shape, t.dtype)?;
             if need != t.data.len() {
                 return Err(FfiError::value(format!(
@@ -69,14 +69,14 @@ fn constant_value(c: &Constant) -> FfiResult<Any> {
             }
             // SAFETY: `out` is a fresh compact CPU tensor of `need` bytes.
             unsafe {
-                let dl: &DLTensor = crate::tvmffi::tensor::dltensor(out.as_ptr());
+                let dl: &DLTensor = crate::tvm_ffi::tensor::dltensor(out.as_ptr());
                 let dst = dl.data.cast::<u8>().add(dl.byte_offset as usize);
                 std::ptr::copy_nonoverlapping(t.data.as_ptr(), dst, need);
             }
             Any::object(out)
         }
-        Constant::Shape(s) => Any::object(crate::tvmffi::containers::shape::make_shape(s)),
-        Constant::Str(b) => crate::tvmffi::string::any_from_bytes(b, false),
+        Constant::Shape(s) => Any::object(crate::tvm_ffi::containers::shape::make_shape(s)),
+        Constant::Str(b) => crate::tvm_ffi::string::any_from_bytes(b, false),
         Constant::Int(v) => Any::int(*v),
         Constant::Float(v) => Any::float(*v),
         Constant::DataType(t) => Any::dtype(*t),
@@ -161,7 +161,7 @@ impl VmModule {
             )));
         }
         let int = |i: usize| {
-            crate::tvmffi::any::view_as_i64(&a[i])
+            crate::tvm_ffi::any::view_as_i64(&a[i])
                 .ok_or_else(|| FfiError::type_error(format!("vm_initialization: argument {i} must be an integer")))
         };
         let mut devices = Vec::new();
@@ -249,7 +249,7 @@ impl VmModule {
         })?;
         let mut obj = out;
         for (k, v) in a[1..].iter().enumerate() {
-            let idx = crate::tvmffi::any::view_as_i64(v)
+            let idx = crate::tvm_ffi::any::view_as_i64(v)
                 .ok_or_else(|| FfiError::type_error(format!("{what}: index {k} must be an integer")))?;
             let arr = obj
                 .as_object()
@@ -309,7 +309,7 @@ impl NativeModule for VmModule {
                     return Err(FfiError::value("save_function takes (func_name, save_name, include_return, args...)"));
                 }
                 let (fname, save) = (arg_str("save_function", a, 0)?, arg_str("save_function", a, 1)?.to_owned());
-                let include_return = crate::tvmffi::any::view_as_bool(&a[2])
+                let include_return = crate::tvm_ffi::any::view_as_bool(&a[2])
                     .ok_or_else(|| FfiError::type_error("save_function: include_return must be a bool"))?;
                 let c = vmm.closure(fname)?.ok_or_else(|| FfiError::value(format!("Unknown function: {fname}")))?;
                 let mut bound = Vec::new();
@@ -377,7 +377,7 @@ impl NativeModule for VmModule {
                     vmm.exe.function_index(name).ok_or_else(|| FfiError::value(format!("Unknown function: {name}")))?;
                 let idx = a
                     .get(1)
-                    .and_then(crate::tvmffi::any::view_as_i64)
+                    .and_then(crate::tvm_ffi::any::view_as_i64)
                     .ok_or_else(|| FfiError::type_error("get_function_param_name: the index must be an integer"))?;
                 let names = &vmm.exe.functions[i].param_names;
                 let n = usize::try_from(idx).ok().and_then(|k| names.get(k)).ok_or_else(|| {

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use tvm_runtime::abi::TVMValue;
-use tvm_runtime::ffi::runtime_api as api;
+use tvm_runtime::classic_api::runtime_api as api;
 
 // ---------------------------------------------------------------------------------------------
 // Fixtures exported by TVM v0.8
@@ -470,7 +470,7 @@ impl DevArray {
         let mut h = std::ptr::null_mut();
         // SAFETY: valid shape array and out-pointer.
         let rc = unsafe {
-            tvm_runtime::ffi::ndarray::TVMArrayAlloc(
+            tvm_runtime::classic_api::ndarray::TVMArrayAlloc(
                 shape.as_ptr(),
                 shape.len() as c_int,
                 code,
@@ -502,7 +502,7 @@ impl DevArray {
     /// `TVMArrayCopyFromBytes` of `n` bytes at `p`.
     pub fn write(&self, p: *const c_void, n: usize) {
         // SAFETY: `p` holds `n` bytes.
-        let rc = unsafe { tvm_runtime::ffi::ndarray::TVMArrayCopyFromBytes(self.0, p.cast_mut(), n) };
+        let rc = unsafe { tvm_runtime::classic_api::ndarray::TVMArrayCopyFromBytes(self.0, p.cast_mut(), n) };
         assert_eq!(rc, 0, "{}", last_error());
     }
 
@@ -510,7 +510,8 @@ impl DevArray {
         let mut out = vec![T::default(); n];
         let bytes = n * std::mem::size_of::<T>();
         // SAFETY: `out` holds `bytes` bytes.
-        let rc = unsafe { tvm_runtime::ffi::ndarray::TVMArrayCopyToBytes(self.0, out.as_mut_ptr().cast(), bytes) };
+        let rc =
+            unsafe { tvm_runtime::classic_api::ndarray::TVMArrayCopyToBytes(self.0, out.as_mut_ptr().cast(), bytes) };
         assert_eq!(rc, 0, "{}", last_error());
         out
     }
@@ -535,7 +536,7 @@ impl DevArray {
 impl Drop for DevArray {
     fn drop(&mut self) {
         // SAFETY: an owned handle, freed once.
-        assert_eq!(unsafe { tvm_runtime::ffi::ndarray::TVMArrayFree(self.0) }, 0);
+        assert_eq!(unsafe { tvm_runtime::classic_api::ndarray::TVMArrayFree(self.0) }, 0);
     }
 }
 

@@ -7,7 +7,7 @@ use super::{blob_c_source, build_shared, c, call, last_error, Blob, Func, Mod, R
 use std::ffi::{c_int, c_void};
 use std::path::{Path, PathBuf};
 use tvm_runtime::abi::{DLTensor, TVMValue};
-use tvm_runtime::ffi::runtime_api as api;
+use tvm_runtime::classic_api::runtime_api as api;
 
 // ---------------------------------------------------------------------------------------------
 // The fixtures
@@ -449,7 +449,7 @@ impl Array {
         let mut out = std::ptr::null_mut();
         // SAFETY: valid shape array and out-pointer.
         let rc = unsafe {
-            tvm_runtime::ffi::ndarray::TVMArrayAlloc(
+            tvm_runtime::classic_api::ndarray::TVMArrayAlloc(
                 h.shape.as_ptr(),
                 h.shape.len() as c_int,
                 h.dtype.0.into(),
@@ -463,7 +463,11 @@ impl Array {
         assert_eq!(rc, 0, "TVMArrayAlloc: {}", last_error());
         // SAFETY: `data` holds exactly the array's bytes.
         let rc = unsafe {
-            tvm_runtime::ffi::ndarray::TVMArrayCopyFromBytes(out, h.data.as_ptr().cast_mut().cast(), h.data.len())
+            tvm_runtime::classic_api::ndarray::TVMArrayCopyFromBytes(
+                out,
+                h.data.as_ptr().cast_mut().cast(),
+                h.data.len(),
+            )
         };
         assert_eq!(rc, 0, "TVMArrayCopyFromBytes: {}", last_error());
         Array(out)
@@ -473,7 +477,7 @@ impl Array {
 impl Drop for Array {
     fn drop(&mut self) {
         // SAFETY: an owned handle, freed once.
-        assert_eq!(unsafe { tvm_runtime::ffi::ndarray::TVMArrayFree(self.0) }, 0);
+        assert_eq!(unsafe { tvm_runtime::classic_api::ndarray::TVMArrayFree(self.0) }, 0);
     }
 }
 
@@ -530,7 +534,7 @@ pub unsafe fn host_of(h: *mut DLTensor) -> Host {
     let n = shape.iter().product::<i64>() as usize * (t.dtype.bits as usize * t.dtype.lanes as usize).div_ceil(8);
     let mut data = vec![0u8; n];
     // SAFETY: `data` holds the tensor's bytes.
-    let rc = unsafe { tvm_runtime::ffi::ndarray::TVMArrayCopyToBytes(h, data.as_mut_ptr().cast(), n) };
+    let rc = unsafe { tvm_runtime::classic_api::ndarray::TVMArrayCopyToBytes(h, data.as_mut_ptr().cast(), n) };
     assert_eq!(rc, 0, "TVMArrayCopyToBytes: {}", last_error());
     Host { dtype: (t.dtype.code, t.dtype.bits, t.dtype.lanes), shape, data }
 }
@@ -544,7 +548,7 @@ pub fn take_out(rv: TVMValue, rc: c_int) -> Out {
             // SAFETY: live until freed below.
             let out = Out::Tensor(unsafe { host_of(h) });
             // SAFETY: owned, freed once.
-            assert_eq!(unsafe { tvm_runtime::ffi::ndarray::TVMArrayFree(h) }, 0);
+            assert_eq!(unsafe { tvm_runtime::classic_api::ndarray::TVMArrayFree(h) }, 0);
             out
         }
         8 => {
@@ -564,7 +568,7 @@ pub fn take_out(rv: TVMValue, rc: c_int) -> Out {
                 })
                 .collect();
             // SAFETY: owned object handle, released once.
-            assert_eq!(unsafe { tvm_runtime::ffi::object::TVMObjectFree(obj) }, 0);
+            assert_eq!(unsafe { tvm_runtime::classic_api::object::TVMObjectFree(obj) }, 0);
             Out::Adt(tag, fields)
         }
         c => panic!("expected a tensor or an ADT, got code {c}"),

@@ -1,7 +1,7 @@
 //! The measurement loop of TVM's time evaluator (`WrapTimeEvaluator` of `timer.cc`, the same
 //! from v0.8 to v0.27) and the CPU cache flush around it, written once for both faces: the
 //! classic `runtime.RPCTimeEvaluator` and the debug graph executor (`executor/time_eval.rs`)
-//! and tvm-ffi's (`tvmffi/runtime_api/timer.rs`) decode their arguments and call these.
+//! and tvm-ffi's (`tvm_ffi/runtime_api/timer.rs`) decode their arguments and call these.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Instant;

@@ -1,7 +1,7 @@
 //! The kernels that C-source BYOC libraries call (TVM v0.8 `src/runtime/contrib/dnnl/dnnl.cc`,
 //! declared `extern "C"` in `dnnl_kernel.h`): `dnnl_conv2d`, `dnnl_fused_conv2d_relu`,
 //! `dnnl_fused_conv2d_bias_relu`, `dnnl_dense`, `dnnl_relu`, `dnnl_bn`, `dnnl_binary_op`. The C
-//! exports are in `ffi::dnnl`; here each call becomes a one-operator JSON graph run by the same
+//! exports are in `classic_api::dnnl`; here each call becomes a one-operator JSON graph run by the same
 //! engine as `dnnl_json` ([`super::plan`]), built once per distinct parameter set and cached, so
 //! repeated calls only execute.
 //!

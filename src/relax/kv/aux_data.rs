@@ -7,8 +7,8 @@
 //! Unlike TVM's fixed 32 Mi-element buffers, the buffer grows with what a forward needs.
 
 use crate::abi::{DLDataType, DLDevice, DLTensor};
-use crate::tvmffi::object::ObjectRef;
-use crate::tvmffi::{tensor, FfiResult};
+use crate::tvm_ffi::object::ObjectRef;
+use crate::tvm_ffi::{tensor, FfiResult};
 
 /// int32, the auxiliary arrays' type.
 pub(crate) const I32: DLDataType = DLDataType { code: 0, bits: 32, lanes: 1 };

@@ -6,10 +6,10 @@
 use super::aux_data::host_tensor;
 use super::internal;
 use crate::abi::{DLDataType, DLTensor};
-use crate::tvmffi::any::{Any, TVMFFIAny};
-use crate::tvmffi::containers::array::seq_items;
-use crate::tvmffi::object::ObjectRef;
-use crate::tvmffi::{function, string, tensor, ti, types, FfiError, FfiResult};
+use crate::tvm_ffi::any::{Any, TVMFFIAny};
+use crate::tvm_ffi::containers::array::seq_items;
+use crate::tvm_ffi::object::ObjectRef;
+use crate::tvm_ffi::{function, string, tensor, ti, types, FfiError, FfiResult};
 
 /// A tensor argument (a view of the caller's reference).
 #[inline]

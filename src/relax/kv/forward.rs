@@ -11,7 +11,7 @@
 
 use super::internal;
 use super::paging::{missing, Pages};
-use crate::tvmffi::FfiResult;
+use crate::tvm_ffi::FfiResult;
 
 /// The block depths kernels see (`kPagedKVCacheMaxBlockDepth`).
 pub(crate) const MAX_DEPTH: usize = 2;

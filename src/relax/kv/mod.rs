@@ -18,11 +18,11 @@ pub mod paged;
 pub mod paging;
 pub mod rnn;
 
-use crate::tvmffi::any::{view_as_i64, Any, TVMFFIAny};
-use crate::tvmffi::containers::shape::shape_dims;
-use crate::tvmffi::object::ObjectRef;
-use crate::tvmffi::registry::Builder;
-use crate::tvmffi::{ti, types, FfiError, FfiResult};
+use crate::tvm_ffi::any::{view_as_i64, Any, TVMFFIAny};
+use crate::tvm_ffi::containers::shape::shape_dims;
+use crate::tvm_ffi::object::ObjectRef;
+use crate::tvm_ffi::registry::Builder;
+use crate::tvm_ffi::{ti, types, FfiError, FfiResult};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
@@ -114,7 +114,7 @@ pub(crate) fn int(a: Args, i: usize, what: &str) -> FfiResult<i64> {
 
 pub(crate) fn float(a: Args, i: usize, what: &str) -> FfiResult<f64> {
     let v = arg(a, i, what)?;
-    crate::tvmffi::any::view_as_f64(v).ok_or_else(|| {
+    crate::tvm_ffi::any::view_as_f64(v).ok_or_else(|| {
         FfiError::type_error(format!("{what}: argument {i} must be a number, got {}", types::type_key(v.type_index)))
     })
 }

@@ -10,11 +10,11 @@ use super::forward::{self, Batch, Config, MAX_DEPTH};
 use super::paging::{missing, Pages};
 use super::{arg, attention_kv_cache_index, float, int, internal, object_of, shape, tensor, Args, Guarded, KvState};
 use crate::abi::{DLDataType, DLDevice, DLTensor};
-use crate::tvmffi::any::Any;
-use crate::tvmffi::containers::array::{make_array, seq_items};
-use crate::tvmffi::object::{make_object, ObjectRef};
-use crate::tvmffi::registry::Builder;
-use crate::tvmffi::{tensor as ten, ti, types, FfiError, FfiResult};
+use crate::tvm_ffi::any::Any;
+use crate::tvm_ffi::containers::array::{make_array, seq_items};
+use crate::tvm_ffi::object::{make_object, ObjectRef};
+use crate::tvm_ffi::registry::Builder;
+use crate::tvm_ffi::{tensor as ten, ti, types, FfiError, FfiResult};
 use std::sync::OnceLock;
 
 /// `relax.vm.PagedAttentionKVCache`.
@@ -190,8 +190,8 @@ impl State {
         check(d == self.dtype, || {
             format!(
                 "{what}: {name} has dtype {}, the KV cache holds {}",
-                crate::tvmffi::dtype::format(d).unwrap_or_default(),
-                crate::tvmffi::dtype::format(self.dtype).unwrap_or_default()
+                crate::tvm_ffi::dtype::format(d).unwrap_or_default(),
+                crate::tvm_ffi::dtype::format(self.dtype).unwrap_or_default()
             )
         })
     }
@@ -635,7 +635,7 @@ impl State {
         let positions = self.paging.positions(seq);
         let map = ten::empty(&[end - start], I32, self.device)?;
         let part = &positions[start as usize..end as usize];
-        crate::tvmffi::runtime_api::copy_from_bytes(dl(&map), part.as_ptr().cast(), part.len() * 4)?;
+        crate::tvm_ffi::runtime_api::copy_from_bytes(dl(&map), part.as_ptr().cast(), part.len() * 4)?;
         for (layer, pages) in self.pages.iter().enumerate() {
             let mut a = vec![t(pages), t(&map)];
             a.extend(outs.iter().map(t));

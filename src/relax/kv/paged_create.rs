@@ -56,7 +56,7 @@ fn create(a: Args) -> FfiResult<Any> {
     check(layer_begin >= 0 && num_layers > 0 && layer_end as usize <= kinds.len(), || {
         format!("{what}: layers {layer_begin}..{layer_end} do not fit the {} attention kinds", kinds.len())
     })?;
-    let kv_transfer = crate::tvmffi::any::view_as_bool(arg(a, 7, what)?)
+    let kv_transfer = crate::tvm_ffi::any::view_as_bool(arg(a, 7, what)?)
         .ok_or_else(|| FfiError::type_error(format!("{what}: argument 7 (enable_kv_transfer) must be a bool")))?;
     if kv_transfer {
         return Err(internal(

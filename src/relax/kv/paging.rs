@@ -11,7 +11,7 @@
 //! leaves the cache as it was (TVM's runtime checks part of it midway through the change).
 
 use super::internal;
-use crate::tvmffi::FfiResult;
+use crate::tvm_ffi::FfiResult;
 use rustc_hash::FxHashMap as HashMap;
 
 /// The page id a sliding-window sequence borrows until the slide frees a real page.
@@ -122,7 +122,7 @@ pub(crate) struct Pages {
 }
 
 /// `The sequence "id" cannot be found in KV cache.`
-pub(crate) fn missing(id: i64) -> crate::tvmffi::FfiError {
+pub(crate) fn missing(id: i64) -> crate::tvm_ffi::FfiError {
     internal(format!("The sequence \"{id}\" cannot be found in KV cache."))
 }
 

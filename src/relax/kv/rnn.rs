@@ -7,11 +7,11 @@
 use super::backend::{call, t};
 use super::{arg, int, internal, object_of, rnn_state_index, tensor, Args, Guarded, KvState};
 use crate::abi::DLTensor;
-use crate::tvmffi::any::Any;
-use crate::tvmffi::containers::array::seq_items;
-use crate::tvmffi::object::{make_object, ObjectRef};
-use crate::tvmffi::registry::Builder;
-use crate::tvmffi::{tensor as ten, ti, types, FfiError, FfiResult};
+use crate::tvm_ffi::any::Any;
+use crate::tvm_ffi::containers::array::seq_items;
+use crate::tvm_ffi::object::{make_object, ObjectRef};
+use crate::tvm_ffi::registry::Builder;
+use crate::tvm_ffi::{tensor as ten, ti, types, FfiError, FfiResult};
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::OnceLock;
 
@@ -112,7 +112,7 @@ impl State {
         let mk = |base: &ObjectRef, data: &[i32]| -> FfiResult<ObjectRef> {
             let d = dl(base);
             let v = ten::in_owner(base.clone(), d.data, d.byte_offset, &[data.len() as i64], d.dtype, d.device);
-            crate::tvmffi::runtime_api::copy_from_bytes(dl(&v), data.as_ptr().cast(), data.len() * 4)?;
+            crate::tvm_ffi::runtime_api::copy_from_bytes(dl(&v), data.as_ptr().cast(), data.len() * 4)?;
             Ok(v)
         };
         self.slot_view = Some(mk(&self.slot_ids, &slots)?);

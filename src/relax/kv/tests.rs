@@ -24,7 +24,7 @@ fn append(p: &mut Pages, ids: &[i64], lens: &[i64]) -> Batch {
     b
 }
 
-fn no_copy(_: i32, _: i32, _: i32) -> crate::tvmffi::FfiResult<()> {
+fn no_copy(_: i32, _: i32, _: i32) -> crate::tvm_ffi::FfiResult<()> {
     panic!("no page copy expected")
 }
 

@@ -1,0 +1,71 @@
+//! The module exports of `c_env_api.h`.
+
+use crate::tvm_ffi::error::safe_call;
+use crate::tvm_ffi::{module, FfiError};
+use std::ffi::{c_char, c_int, c_void, CStr};
+
+/// A C string argument as UTF-8.
+///
+/// # Safety
+/// `p` is null or NUL-terminated.
+unsafe fn cstr<'a>(p: *const c_char, what: &str) -> crate::tvm_ffi::FfiResult<&'a str> {
+    if p.is_null() {
+        return Err(FfiError::value(format!("{what} is NULL")));
+    }
+    // SAFETY: by contract.
+    unsafe { CStr::from_ptr(p) }.to_str().map_err(|_| FfiError::value(format!("{what} is not UTF-8")))
+}
+
+/// `TVMFFIEnvModLookupFromImports`: a function (borrowed, kept by the module) from the module's
+/// imports or the global registry.
+///
+/// # Safety
+/// `library_ctx` is null or the handle this library wrote into `__tvm_ffi__library_ctx`;
+/// `func_name` is null or NUL-terminated; `out` is null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn TVMFFIEnvModLookupFromImports(
+    library_ctx: *mut c_void,
+    func_name: *const c_char,
+    out: *mut *mut c_void,
+) -> c_int {
+    safe_call(|| {
+        // SAFETY: by contract.
+        let slot =
+            unsafe { out.as_mut() }.ok_or_else(|| FfiError::value("TVMFFIEnvModLookupFromImports: out is NULL"))?;
+        // SAFETY: by contract.
+        let name = unsafe { cstr(func_name, "TVMFFIEnvModLookupFromImports: func_name") }?;
+        // SAFETY: by contract.
+        *slot = unsafe { module::lookup_from_imports(library_ctx.cast(), name) }?.cast();
+        Ok(())
+    })
+}
+
+/// `TVMFFIEnvModRegisterContextSymbol`: written into variable `name` of each library loaded
+/// later.
+///
+/// # Safety
+/// `name` is null or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn TVMFFIEnvModRegisterContextSymbol(name: *const c_char, symbol: *mut c_void) -> c_int {
+    safe_call(|| {
+        // SAFETY: by contract.
+        let n = unsafe { cstr(name, "TVMFFIEnvModRegisterContextSymbol: name") }?;
+        module::register_context_symbol(n, symbol);
+        Ok(())
+    })
+}
+
+/// `TVMFFIEnvModRegisterSystemLibSymbol`: a symbol of the system library (called from static
+/// initializers, before anything else).
+///
+/// # Safety
+/// `name` is null or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn TVMFFIEnvModRegisterSystemLibSymbol(name: *const c_char, symbol: *mut c_void) -> c_int {
+    safe_call(|| {
+        // SAFETY: by contract.
+        let n = unsafe { cstr(name, "TVMFFIEnvModRegisterSystemLibSymbol: name") }?;
+        crate::module::system_lib::register_symbol(n, symbol);
+        Ok(())
+    })
+}
