@@ -43,11 +43,6 @@ pub fn register(name: &str, ptr: *mut c_void) -> Result<()> {
     Ok(())
 }
 
-/// Stores the `PyErr_CheckSignals` callback.
-pub fn set_check_signals(ptr: *mut c_void) {
-    let _ = register("PyErr_CheckSignals", ptr);
-}
-
 /// The GIL held for a scope (`PyGILState_Ensure` / `PyGILState_Release`).
 struct Gil {
     release: unsafe extern "C" fn(c_int),

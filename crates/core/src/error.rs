@@ -168,7 +168,7 @@ pub fn panic_payload_text(payload: &(dyn std::any::Any + Send)) -> String {
 
 /// What `TVMGetLastError` reports while a Python exception is the last error (TVM returns NULL
 /// there; its Python reads `TVMGetLastPythonError` first).
-pub const PYTHON_ERROR_TEXT: &str =
+pub(crate) const PYTHON_ERROR_TEXT: &str =
     "TVMError: a Python callback raised an exception (TVMGetLastPythonError returns it)";
 
 /// The Python exception of the last error, if it is one. Its destructor leaks the object

@@ -17,6 +17,8 @@
 //!
 //! Nothing here exports a C symbol or registers a global function: the face crate does.
 
+#![warn(unreachable_pub)]
+
 pub mod abi;
 pub mod backend_env;
 pub mod device;

@@ -173,7 +173,7 @@ impl Allocator {
     }
 
     /// Gives every pooled block back to the device.
-    pub fn release_all(&self) {
+    pub(crate) fn release_all(&self) {
         let blocks: Vec<((usize, usize), Vec<Block>)> = self.pool.lock().free.drain().collect();
         for ((size, _), v) in blocks {
             for b in v {

@@ -7,14 +7,14 @@ use crate::error::{Error, Result};
 use std::ffi::c_void;
 
 /// The CPU device API.
-pub struct CpuApi;
+pub(crate) struct CpuApi;
 
 /// The one instance.
-pub static CPU_API: CpuApi = CpuApi;
+pub(crate) static CPU_API: CpuApi = CpuApi;
 
 /// Allocates `nbytes` with `alignment` (a power of two; below 8 raised to 8) through
 /// `posix_memalign`, so that a bare `free` releases it. 0 bytes gives a unique pointer.
-pub fn aligned_alloc(nbytes: usize, alignment: usize) -> Result<*mut c_void> {
+pub(crate) fn aligned_alloc(nbytes: usize, alignment: usize) -> Result<*mut c_void> {
     if !alignment.is_power_of_two() {
         return Err(Error::value(format!("invalid alignment {alignment}")));
     }
@@ -49,7 +49,7 @@ pub fn memory_limit() -> Option<usize> {
 ///
 /// # Safety
 /// `ptr` is NULL or came from [`aligned_alloc`] and is not used afterwards.
-pub unsafe fn aligned_free(ptr: *mut c_void) {
+pub(crate) unsafe fn aligned_free(ptr: *mut c_void) {
     // SAFETY: per contract; free(NULL) is a no-op.
     unsafe { libc::free(ptr) };
 }

@@ -43,7 +43,7 @@ fn row(device_type: i32) -> Option<&'static Row> {
 }
 
 /// TVM v0.8's name of a device type (`rpc` for an RPC session's), `None` for one it does not know.
-pub fn v08_name(device_type: i32) -> Option<&'static str> {
+pub(crate) fn v08_name(device_type: i32) -> Option<&'static str> {
     if device_type >= RPC_SESS_MASK {
         return Some("rpc");
     }
@@ -84,7 +84,7 @@ pub fn history(device_type: i32) -> Option<&'static str> {
 }
 
 /// `" (device type N: ...)"` for device numbers whose meaning changed between releases.
-pub fn history_note(device_type: i32) -> String {
+pub(crate) fn history_note(device_type: i32) -> String {
     history(device_type).map(|n| format!(" (device type {device_type}: {n})")).unwrap_or_default()
 }
 

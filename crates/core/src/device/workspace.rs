@@ -21,10 +21,10 @@ use std::ffi::c_void;
 pub const PAGE_SIZE: usize = 4096;
 
 /// Alignment of every workspace (`kTempAllocaAlignment`): generated code relies on it.
-pub const ALIGNMENT: usize = 128;
+pub(crate) const ALIGNMENT: usize = 128;
 
 /// The message of a free of a pointer that this pool did not hand out.
-pub const NOT_ALLOCATED: &str = "trying to free things that has not been allocated";
+pub(crate) const NOT_ALLOCATED: &str = "trying to free things that has not been allocated";
 
 /// The device allocator a pool draws from (`AllocDataSpace(dev, n, 128, uint8)` /
 /// `FreeDataSpace`).
@@ -168,7 +168,7 @@ impl WorkspacePool {
     }
 
     /// Frees every block on the free lists (thread exit). Blocks still in use are forgotten.
-    pub fn release_all(&mut self, a: &dyn RawAlloc) {
+    pub(crate) fn release_all(&mut self, a: &dyn RawAlloc) {
         for (id, p) in &mut self.pools {
             p.release(a, *id);
             p.used.clear();

@@ -248,7 +248,7 @@ impl Region {
 
 /// Whether `[start, end)` is covered, without gaps, by readable, non-writable, file-backed
 /// mappings (`/proc/self/maps`). False when the file cannot be read.
-pub fn read_only_file_mapping(start: usize, end: usize) -> bool {
+pub(crate) fn read_only_file_mapping(start: usize, end: usize) -> bool {
     let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else { return false };
     covered_read_only(&maps, start, end)
 }

@@ -18,7 +18,7 @@ pub enum CoreMode {
 
 /// How waiting threads poll before sleeping in the kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Spin {
+pub(super) enum Spin {
     /// This runtime's policy: bounded, time-based polling windows (see `pool.rs`).
     Timed,
     /// `TVM_THREAD_POOL_SPIN_COUNT=<n>`: poll `n` times with a `sched_yield` in between (TVM's
@@ -28,7 +28,7 @@ pub enum Spin {
 
 /// Everything the pool needs to know about the machine and the environment.
 #[derive(Clone, Debug)]
-pub struct Settings {
+pub(super) struct Settings {
     /// `MaxConcurrency()`: task slots of a pool (caller included). At least 1.
     pub slots: usize,
     /// Default number of tasks of a `num_task = 0` launch: `min(slots, big_count)`, at least 1.
@@ -52,13 +52,13 @@ static SETTINGS: OnceLock<Settings> = OnceLock::new();
 
 /// The process-wide settings, computed on first use.
 #[inline]
-pub fn settings() -> &'static Settings {
+pub(super) fn settings() -> &'static Settings {
     SETTINGS.get_or_init(compute)
 }
 
 /// `atoi(value)` as C does it: optional blanks, optional sign, then digits; anything else ends
 /// the number (so `"abc"` is 0). Saturates instead of overflowing.
-pub fn atoi(value: &str) -> i64 {
+pub(super) fn atoi(value: &str) -> i64 {
     let s = value.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
     let (neg, digits) = match s.as_bytes().first() {
         Some(b'-') => (true, &s[1..]),
@@ -79,7 +79,7 @@ pub fn atoi(value: &str) -> i64 {
 /// `MaxConcurrency()` from the two variables and the usable CPU count: `TVM_NUM_THREADS`, else
 /// `OMP_NUM_THREADS` (each `max(atoi, 1)`), else the CPUs, halved on x86-64 as TVM assumes 2-way
 /// SMT there.
-pub fn max_concurrency(tvm: Option<&str>, omp: Option<&str>, usable_cpus: usize) -> usize {
+pub(super) fn max_concurrency(tvm: Option<&str>, omp: Option<&str>, usable_cpus: usize) -> usize {
     match tvm.or(omp) {
         Some(v) => usize::try_from(atoi(v).max(1)).unwrap_or(usize::MAX),
         None => {
@@ -91,7 +91,7 @@ pub fn max_concurrency(tvm: Option<&str>, omp: Option<&str>, usable_cpus: usize)
 
 /// TVM's core classification from each CPU's `scaling_max_freq` (missing 0, unparsable -1):
 /// returns `(sorted_order, big_count, little_count)`.
-pub fn classify(freqs: &[(usize, i64)]) -> (Vec<usize>, usize, usize) {
+pub(super) fn classify(freqs: &[(usize, i64)]) -> (Vec<usize>, usize, usize) {
     let mut v = freqs.to_vec();
     // A total order (CPU ids are unique), so an unstable sort gives the same result.
     v.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -155,7 +155,7 @@ fn compute() -> Settings {
 /// Number of tasks `runtime.config_threadpool(mode, nthreads)` selects: the
 /// mode's core count, overridden by a non-zero `nthreads`, capped at the slot count, and never
 /// below 1 (v0.8 can reach 0 and then hangs).
-pub fn configured_threads(s: &Settings, mode: i32, nthreads: i32) -> usize {
+pub(super) fn configured_threads(s: &Settings, mode: i32, nthreads: i32) -> usize {
     let base = match mode {
         1 => s.big_count,
         -1 => s.little_count,
@@ -166,12 +166,12 @@ pub fn configured_threads(s: &Settings, mode: i32, nthreads: i32) -> usize {
 }
 
 /// Thread affinity (Linux/Android; elsewhere every call is a no-op and all CPUs are "allowed").
-pub mod affinity {
+pub(super) mod affinity {
     use super::{CoreMode, Settings};
 
     /// The CPU ids in this thread's affinity mask (all online CPUs when it cannot be read).
     #[cfg(any(target_os = "linux", target_os = "android"))]
-    pub fn allowed_cpus() -> Vec<usize> {
+    pub(crate) fn allowed_cpus() -> Vec<usize> {
         // SAFETY: cpu_set_t is a plain bit array for which all-zero is a valid value.
         let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
         // SAFETY: `set` is a writable cpu_set_t of the size passed; pid 0 is this thread.
@@ -222,7 +222,7 @@ pub mod affinity {
     /// with glibc's restartable-sequences support).
     #[cfg(any(target_os = "linux", target_os = "android"))]
     #[inline]
-    pub fn current_cpu() -> i32 {
+    pub(crate) fn current_cpu() -> i32 {
         // SAFETY: sched_getcpu has no preconditions.
         unsafe { libc::sched_getcpu() }
     }
@@ -238,7 +238,7 @@ pub mod affinity {
     /// its mask: the mask is narrowed, which migrates the thread at once, and then restored.
     /// Returns false when the thread may run nowhere else.
     #[cfg(any(target_os = "linux", target_os = "android"))]
-    pub fn move_off(cpu: usize) -> bool {
+    pub(crate) fn move_off(cpu: usize) -> bool {
         let size = std::mem::size_of::<libc::cpu_set_t>();
         if cpu >= 8 * size {
             return false;
@@ -273,7 +273,7 @@ pub mod affinity {
     }
 
     /// Pins the calling worker thread that runs task `task_id` to its one core.
-    pub fn pin_worker(s: &Settings, task_id: usize, mode: CoreMode) {
+    pub(crate) fn pin_worker(s: &Settings, task_id: usize, mode: CoreMode) {
         if !s.bind_threads {
             return;
         }
@@ -289,7 +289,7 @@ pub mod affinity {
 
     /// Restricts the launching thread to the cores its tasks use (TVM's side effect on the
     /// application thread, done only when `TVM_BIND_THREADS=1` asks for binding).
-    pub fn pin_launcher(s: &Settings, mode: CoreMode) {
+    pub(crate) fn pin_launcher(s: &Settings, mode: CoreMode) {
         if !s.bind_threads {
             return;
         }

@@ -15,7 +15,7 @@ mod imp {
 
     /// Sleeps while `*word == expected`, at most `timeout` (forever when `None`). May return
     /// early (signal, spurious wake-up); callers re-check.
-    pub fn wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
+    pub(super) fn wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
         let ts = timeout.map(|d| libc::timespec {
             tv_sec: libc::time_t::try_from(d.as_secs()).unwrap_or(libc::time_t::MAX),
             // Always below 1e9, so it fits every `c_long`.
@@ -36,7 +36,7 @@ mod imp {
     }
 
     /// Wakes up to `count` threads sleeping in [`wait`] on `word`.
-    pub fn wake(word: &AtomicU32, count: i32) {
+    pub(super) fn wake(word: &AtomicU32, count: i32) {
         // SAFETY: `word` is a live, aligned atomic; FUTEX_WAKE does not access its memory.
         unsafe {
             libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, count);
@@ -63,25 +63,25 @@ mod imp {
 
 /// Sleeps while `*word == expected` (see the module documentation).
 #[inline]
-pub fn wait(word: &AtomicU32, expected: u32) {
+pub(super) fn wait(word: &AtomicU32, expected: u32) {
     imp::wait(word, expected, None);
 }
 
 /// Like [`wait`], but for at most `timeout`.
 #[inline]
-pub fn wait_timeout(word: &AtomicU32, expected: u32, timeout: Duration) {
+pub(super) fn wait_timeout(word: &AtomicU32, expected: u32, timeout: Duration) {
     imp::wait(word, expected, Some(timeout));
 }
 
 /// Wakes one thread sleeping on `word`.
 #[inline]
-pub fn wake_one(word: &AtomicU32) {
+pub(super) fn wake_one(word: &AtomicU32) {
     imp::wake(word, 1);
 }
 
 /// Wakes every thread sleeping on `word`.
 #[inline]
-pub fn wake_all(word: &AtomicU32) {
+pub(super) fn wake_all(word: &AtomicU32) {
     imp::wake(word, i32::MAX);
 }
 

@@ -108,11 +108,6 @@ pub fn share_cpus_with_spinning_team() {
     pool::note_spinning_team();
 }
 
-/// True when the calling thread is one of the pool's worker threads.
-pub fn is_pool_worker() -> bool {
-    pool::is_worker()
-}
-
 /// True while the calling thread runs a parallel task (a launch from here runs inline).
 pub fn in_parallel_task() -> bool {
     pool::in_task()

@@ -57,12 +57,12 @@ const WORKER_STACK: usize = 8 << 20;
 const BARRIER_RECHECK: Duration = Duration::from_millis(1);
 
 /// Result of one task: `Err` carries the text of its `Task <i> error: <text>` line.
-pub type TaskResult = Result<(), String>;
+pub(super) type TaskResult = Result<(), String>;
 
 /// What a task runs: `call(data, task_id, env)`. `data` lives on the launching thread's stack
 /// until the launch returns.
 #[derive(Clone, Copy)]
-pub struct Job {
+pub(super) struct Job {
     /// Calls the task body.
     pub call: unsafe fn(data: *const (), task_id: i32, env: &mut TVMParallelGroupEnv) -> TaskResult,
     /// The body's state.
@@ -82,7 +82,7 @@ struct TaskDesc {
 
 /// The task the current thread is running (barrier and nested-launch detection).
 #[derive(Clone, Copy)]
-pub struct TaskCtx {
+pub(super) struct TaskCtx {
     /// The pool of the launch; `None` for a launch run inline on one thread.
     pool: Option<&'static Pool>,
     num_task: u32,
@@ -92,18 +92,12 @@ pub struct TaskCtx {
 thread_local! {
     static TASK_CTX: Cell<Option<TaskCtx>> = const { Cell::new(None) };
     static BARRIER_ABANDONED: Cell<bool> = const { Cell::new(false) };
-    static IS_WORKER: Cell<bool> = const { Cell::new(false) };
 }
 
 /// True while the calling thread runs a parallel task.
 #[inline]
-pub fn in_task() -> bool {
+pub(super) fn in_task() -> bool {
     TASK_CTX.with(|c| c.get().is_some())
-}
-
-/// True on the pool's worker threads.
-pub fn is_worker() -> bool {
-    IS_WORKER.with(Cell::get)
 }
 
 /// Aligns a value to 128 bytes (two cache lines, which x86 prefetches in pairs).
@@ -173,14 +167,14 @@ struct Barrier {
 }
 
 /// A set of worker threads that serves one launch at a time.
-pub struct Pool {
+pub(super) struct Pool {
     ctl: Padded<Ctl>,
     barrier: Padded<Barrier>,
     slots: Box<[Slot]>,
 }
 
 /// A failed launch: `(task id, message)` in task order.
-pub type Failures = Vec<(usize, String)>;
+pub(super) type Failures = Vec<(usize, String)>;
 
 impl Pool {
     /// A new pool that lives for the rest of the process; `held`: already owned by the caller.
@@ -537,7 +531,6 @@ fn unstack(cpu: i32, last_move: &mut Option<Instant>) {
 }
 
 fn worker_main(pool: &'static Pool, idx: usize) {
-    IS_WORKER.with(|w| w.set(true));
     let s = config::settings();
     let slot = &pool.slots[idx];
     let mut seen = 0;
@@ -581,7 +574,7 @@ fn worker_main(pool: &'static Pool, idx: usize) {
 }
 
 /// Text of a caught panic.
-pub fn panic_text(payload: &(dyn Any + Send)) -> String {
+pub(super) fn panic_text(payload: &(dyn Any + Send)) -> String {
     format!("InternalError: panic in a parallel task: {}", crate::error::panic_payload_text(payload))
 }
 
@@ -618,13 +611,13 @@ fn serial_sync_handle() -> *mut c_void {
 }
 
 /// Runs `job` as a one-task launch on this thread.
-pub fn run_inline(job: Job) -> TaskResult {
+pub(super) fn run_inline(job: Job) -> TaskResult {
     let desc = TaskDesc { job, num_task: 1, seq: 0, pin: None, launcher_cpu: -1 };
     run_task(None, &desc, 0)
 }
 
 /// The barrier for the task running on this thread (returns at once outside a multi-task launch).
-pub fn barrier() -> Result<(), String> {
+pub(super) fn barrier() -> Result<(), String> {
     let Some(ctx) = TASK_CTX.with(Cell::get) else {
         return Ok(());
     };
@@ -705,7 +698,7 @@ fn hold_a_pool(s: &Settings) -> Held {
 }
 
 /// Why a pool launch did not run every task.
-pub enum LaunchError {
+pub(super) enum LaunchError {
     /// The listed tasks failed.
     Tasks(Failures),
     /// Worker threads could not be started: `(tasks that could run, reason)`.
@@ -713,7 +706,7 @@ pub enum LaunchError {
 }
 
 /// Runs `n >= 2` tasks of `job` on a pool; `pin` selects the core mode when binding is on.
-pub fn launch_on_pool(job: Job, n: usize, pin: Option<CoreMode>, s: &Settings) -> Result<(), LaunchError> {
+pub(super) fn launch_on_pool(job: Job, n: usize, pin: Option<CoreMode>, s: &Settings) -> Result<(), LaunchError> {
     let held = hold_a_pool(s);
     let pool = held.0;
     let n = n.min(pool.slots.len());
