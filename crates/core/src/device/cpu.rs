@@ -73,10 +73,6 @@ impl DeviceApi for CpuApi {
         aligned_alloc(nbytes, alignment)
     }
 
-    #[expect(
-        clippy::not_unsafe_ptr_arg_deref,
-        reason = "device pointers are opaque handles the C API's caller vouches for"
-    )]
     fn free_data_space(&self, _dev: DLDevice, ptr: *mut c_void) -> Result<()> {
         // SAFETY: CPU data space pointers come from `aligned_alloc` (the C API's contract).
         unsafe { aligned_free(ptr) };
