@@ -1,5 +1,6 @@
 //! What the library installs in its passive core when it is loaded: the device back ends of
-//! this build, and the built-in globals of both registries (classic and tvm-ffi). This is the
+//! this build, the built-in globals of both registries (classic and tvm-ffi), and the C
+//! functions both module loaders write into the libraries they load (context slots/symbols). This is the
 //! one place that decides what is registered; neither registry knows the globals it starts
 //! with.
 //!
@@ -15,8 +16,13 @@
 pub fn install() {
     crate::device::install_back_ends();
     crate::registry::install_builtins(crate::globals::register_builtins);
+    // The classic table is complete by construction: installing it cannot fail.
+    let _ = crate::classic_api::slots::install();
     #[cfg(feature = "tvm-ffi")]
-    crate::tvm_ffi::registry::install_builtins(crate::tvm_ffi::globals::register_all);
+    {
+        crate::tvm_ffi::registry::install_builtins(crate::tvm_ffi::globals::register_all);
+        crate::tvm_ffi::module::install_context_symbols(crate::tvm_ffi::exports::module::context_symbols);
+    }
 }
 
 #[used]

@@ -2,12 +2,11 @@
 //! library's C functions that the loader stores into a DSO's `__TVMFuncCall`,
 //! `__TVMBackendGetFuncFromEnv`, ... pointer variables.
 //!
-//! The loader lives in the core (`crate::module::library`), which never imports `ffi`; the table
-//! is injected instead: [`install`] hands it to the core once (`set_context_slots`). The C entry
-//! points through which a program reaches a module loader (`TVMModLoadFromFile`,
-//! `TVMFuncGetGlobal`) call [`install`] before they do anything else; it costs one atomic load
-//! after the first time. Rust code that loads libraries through the core API alone calls
-//! [`install`] itself.
+//! The loader (`crate::module::library`) never imports this face; the table is injected
+//! instead: [`install`] hands it to the loader once (`set_context_slots`). `crate::init` does so
+//! when the library loads; the C entry points through which a program reaches a module loader
+//! (`TVMModLoadFromFile`, `TVMFuncGetGlobal`) call it too (one atomic load), which covers a
+//! loader reached from a static initialiser that ran before ours.
 
 use super::backend::{
     TVMBackendAllocWorkspace, TVMBackendFreeWorkspace, TVMBackendGetFuncFromEnv, TVMBackendParallelBarrier,

@@ -32,6 +32,7 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::{Arc, OnceLock};
+use tvm_runtime_core::passive::Passive;
 
 /// `Module::kBinarySerializable`.
 pub const PROPERTY_BINARY_SERIALIZABLE: i64 = 0b001;
@@ -447,32 +448,31 @@ pub unsafe fn lookup_from_imports(ctx: *mut TVMFFIObject, name: &str) -> FfiResu
     Ok(ptr)
 }
 
-/// The context symbols, starting with those TVM's runtime registers at start-up (`module.cc`):
-/// the C functions that compiled kernels call through `__<name>` pointer variables.
+/// The context symbols: the C functions that compiled kernels call through `__<name>` pointer
+/// variables. They start with the ones the library's face installed ([`install_context_symbols`],
+/// those TVM's runtime registers at start-up in `module.cc`), followed by any registered since.
+static CONTEXT_SYMBOLS: Passive<Mutex<Vec<(String, usize)>>, BuiltInSymbols> = Passive::new();
+
+/// The built-in context symbols: names and addresses.
+pub type BuiltInSymbols = fn() -> Vec<(&'static str, usize)>;
+
 fn context_symbols() -> &'static Mutex<Vec<(String, usize)>> {
-    static T: OnceLock<Mutex<Vec<(String, usize)>>> = OnceLock::new();
-    T.get_or_init(|| {
-        use super::exports::core::{TVMFFIErrorSetRaisedFromCStr, TVMFFIFunctionCall, TVMFFIHandleInitOnce};
-        use super::exports::module::TVMFFIEnvModLookupFromImports;
-        use crate::classic_api::backend::{
-            TVMBackendAllocWorkspace, TVMBackendFreeWorkspace, TVMBackendParallelBarrier, TVMBackendParallelLaunch,
-        };
-        // TVM v0.25's kernels look functions up through `__TVMBackendGetFuncFromEnv` (its
-        // runtime registered TVMFFIEnvModLookupFromImports under that name; v0.26+ use
-        // `__TVMFFIEnvModLookupFromImports`): a library of either release finds its slot filled.
-        let builtin: [(&str, usize); 9] = [
-            ("__TVMFFIFunctionCall", TVMFFIFunctionCall as *const () as usize),
-            ("__TVMFFIErrorSetRaisedFromCStr", TVMFFIErrorSetRaisedFromCStr as *const () as usize),
-            ("__TVMFFIEnvModLookupFromImports", TVMFFIEnvModLookupFromImports as *const () as usize),
-            ("__TVMFFIHandleInitOnce", TVMFFIHandleInitOnce as *const () as usize),
-            ("__TVMBackendAllocWorkspace", TVMBackendAllocWorkspace as *const () as usize),
-            ("__TVMBackendFreeWorkspace", TVMBackendFreeWorkspace as *const () as usize),
-            ("__TVMBackendParallelLaunch", TVMBackendParallelLaunch as *const () as usize),
-            ("__TVMBackendParallelBarrier", TVMBackendParallelBarrier as *const () as usize),
-            ("__TVMBackendGetFuncFromEnv", TVMFFIEnvModLookupFromImports as *const () as usize),
-        ];
-        Mutex::new(builtin.iter().map(|&(n, f)| (n.to_owned(), f)).collect())
+    CONTEXT_SYMBOLS.get(|built_ins| {
+        Mutex::new(built_ins.map(|f| f()).unwrap_or_default().into_iter().map(|(n, f)| (n.to_owned(), f)).collect())
     })
+}
+
+/// Installs the built-in context symbols (once): first in the list, or added now to a list that
+/// has started (where a name is not there yet).
+pub fn install_context_symbols(built_ins: BuiltInSymbols) {
+    CONTEXT_SYMBOLS.install(built_ins, |list, built_ins| {
+        let mut l = list.lock();
+        for (n, f) in built_ins() {
+            if !l.iter().any(|(m, _)| m == n) {
+                l.push((n.to_owned(), f));
+            }
+        }
+    });
 }
 
 /// The context symbols, copied.
@@ -781,6 +781,19 @@ mod tests {
             *out = Any::int(a[0].bits() as i64 + 1).into_raw();
         }
         0
+    }
+
+    #[test]
+    fn context_symbols_start_with_the_faces_and_take_registrations() {
+        use crate::tvm_ffi::exports::core::TVMFFIFunctionCall;
+        // Installed when the test binary loaded (crate::init); installing again changes nothing.
+        install_context_symbols(|| vec![("__TVMFFIFunctionCall", 1)]);
+        let list = context_symbol_list();
+        let call = list.iter().find(|(n, _)| n == "__TVMFFIFunctionCall").map(|e| e.1);
+        assert_eq!(call, Some(TVMFFIFunctionCall as *const () as usize));
+        assert_eq!(list.iter().filter(|(n, _)| n.starts_with("__TVMBackend")).count(), 5);
+        register_context_symbol("__mtest_symbol", 42 as *mut c_void);
+        assert!(context_symbol_list().contains(&("__mtest_symbol".to_owned(), 42)));
     }
 
     #[test]

@@ -69,3 +69,27 @@ pub unsafe extern "C" fn TVMFFIEnvModRegisterSystemLibSymbol(name: *const c_char
         Ok(())
     })
 }
+
+/// The context symbols TVM's runtime registers at start-up (`module.cc`): the C functions that
+/// compiled kernels call through `__<name>` pointer variables, which the module loader fills
+/// in every library it loads (installed by `crate::init`).
+pub fn context_symbols() -> Vec<(&'static str, usize)> {
+    use super::core::{TVMFFIErrorSetRaisedFromCStr, TVMFFIFunctionCall, TVMFFIHandleInitOnce};
+    use crate::classic_api::backend::{
+        TVMBackendAllocWorkspace, TVMBackendFreeWorkspace, TVMBackendParallelBarrier, TVMBackendParallelLaunch,
+    };
+    // TVM v0.25's kernels look functions up through `__TVMBackendGetFuncFromEnv` (its
+    // runtime registered TVMFFIEnvModLookupFromImports under that name; v0.26+ use
+    // `__TVMFFIEnvModLookupFromImports`): a library of either release finds its slot filled.
+    vec![
+        ("__TVMFFIFunctionCall", TVMFFIFunctionCall as *const () as usize),
+        ("__TVMFFIErrorSetRaisedFromCStr", TVMFFIErrorSetRaisedFromCStr as *const () as usize),
+        ("__TVMFFIEnvModLookupFromImports", TVMFFIEnvModLookupFromImports as *const () as usize),
+        ("__TVMFFIHandleInitOnce", TVMFFIHandleInitOnce as *const () as usize),
+        ("__TVMBackendAllocWorkspace", TVMBackendAllocWorkspace as *const () as usize),
+        ("__TVMBackendFreeWorkspace", TVMBackendFreeWorkspace as *const () as usize),
+        ("__TVMBackendParallelLaunch", TVMBackendParallelLaunch as *const () as usize),
+        ("__TVMBackendParallelBarrier", TVMBackendParallelBarrier as *const () as usize),
+        ("__TVMBackendGetFuncFromEnv", TVMFFIEnvModLookupFromImports as *const () as usize),
+    ]
+}
