@@ -12,8 +12,25 @@
 //! initialiser that ran first) gets the built-ins added at once, without replacing what was
 //! registered there.
 
-/// Installs the back ends and the built-in globals (idempotent).
+static INSTALLED: std::sync::Once = std::sync::Once::new();
+
+/// Installs the back ends and the built-in globals, once per process.
 pub fn install() {
+    INSTALLED.call_once(install_now);
+}
+
+/// Makes sure [`install`] has run: the faces call it before a registry lookup, for a program
+/// whose own static initialisers call into the library before its constructor ran (a static
+/// link puts the program's `.init_array` entries before the library's). After the first call
+/// it is one load of a flag.
+#[inline]
+pub fn ensure() {
+    if !INSTALLED.is_completed() {
+        install();
+    }
+}
+
+fn install_now() {
     crate::device::install_back_ends();
     crate::registry::install_builtins(crate::globals::register_builtins);
     // The classic table is complete by construction: installing it cannot fail.

@@ -1,4 +1,5 @@
-//! The one guard around every export: panics and errors become TVM's return codes.
+//! The one guard around every export: panics and errors become TVM's return codes. It also
+//! makes sure the library's built-ins are installed (see [`crate::init::ensure`]).
 
 use crate::error::{set_last, set_last_error, Result};
 use std::any::Any;
@@ -13,6 +14,7 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
 /// callback reported a pending frontend error (the error slot is left alone).
 #[inline]
 pub fn guard(body: impl FnOnce() -> Result<()>) -> c_int {
+    crate::init::ensure();
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => 0,
         Ok(Err(e)) if e.is_already_set() => -2,
@@ -29,6 +31,7 @@ pub fn guard(body: impl FnOnce() -> Result<()>) -> c_int {
 
 /// Like [`guard`] for exports that return a pointer: NULL on failure.
 pub fn guard_ptr<T>(body: impl FnOnce() -> Result<*mut T>) -> *mut T {
+    crate::init::ensure();
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(p)) => p,
         Ok(Err(e)) => {
@@ -44,6 +47,7 @@ pub fn guard_ptr<T>(body: impl FnOnce() -> Result<*mut T>) -> *mut T {
 
 /// For exports without an error channel: runs `body`, swallowing a panic after recording it.
 pub fn guard_void(body: impl FnOnce()) {
+    crate::init::ensure();
     if let Err(payload) = catch_unwind(AssertUnwindSafe(body)) {
         set_last_error(&panic_message(&*payload));
     }

@@ -150,6 +150,7 @@ pub unsafe extern "C" fn TVMFFIFunctionGetGlobal(name: *const TVMFFIByteArray, o
     safe_call(|| {
         // SAFETY: by contract.
         let n = unsafe { arg_str(name, "function name") }?;
+        crate::init::ensure();
         let f = registry::get(n);
         // SAFETY: by contract.
         unsafe {
@@ -175,6 +176,7 @@ pub unsafe extern "C" fn TVMFFIFunctionSetGlobal(
         let n = unsafe { arg_str(name, "function name") }?;
         // SAFETY: a live object (borrowed: we take our own reference).
         let f = unsafe { ObjectRef::from_borrowed(f.cast()) }.ok_or_else(|| FfiError::value("function is NULL"))?;
+        crate::init::ensure();
         registry::set(n, f, allow_override != 0, None)
     })
 }
@@ -199,6 +201,7 @@ pub unsafe extern "C" fn TVMFFIFunctionSetGlobalFromMethodInfo(
         let f = unsafe { Any::from_view(&info.method) }?
             .into_object()
             .map_err(|_| FfiError::type_error(format!("global `{n}`: the method is not a function")))?;
+        crate::init::ensure();
         registry::set(n, f, allow_override != 0, (!md.is_empty()).then_some(md))
     })
 }
