@@ -4,7 +4,7 @@
 entries; params files; graph JSON) and the project's own test files (tests/fixtures), plus a few
 small hand-made inputs. Run by hand from the repository root when fixtures change; the output is
 committed. Standard library only: the blob symbol is found through the ELF section and symbol
-tables, the entries are split with the blob's layouts (src/module/blob.rs)."""
+tables, the entries are split with the blob's layouts (crates/classic/src/module/blob.rs)."""
 
 import hashlib
 import json

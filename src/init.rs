@@ -32,7 +32,7 @@ pub fn ensure() {
 
 fn install_now() {
     crate::device::install_back_ends();
-    crate::registry::install_builtins(crate::globals::register_builtins);
+    crate::registry::install_builtins(classic_builtins);
     // The classic table is complete by construction: installing it cannot fail.
     let _ = crate::classic_api::slots::install();
     #[cfg(feature = "tvm-ffi")]
@@ -40,6 +40,18 @@ fn install_now() {
         crate::tvm_ffi::registry::install_builtins(crate::tvm_ffi::globals::register_all);
         crate::tvm_ffi::module::install_context_symbols(crate::tvm_ffi::exports::module::context_symbols);
     }
+}
+
+/// The built-in globals of the classic registry: the classic crate's, the GPU back ends' and the
+/// Relax VM's classic face (v0.14-v0.19 exports).
+fn classic_builtins(r: &mut crate::registry::Registrar<'_>) {
+    crate::globals::register_builtins(r);
+    #[cfg(feature = "opencl")]
+    crate::device::opencl::register(r);
+    #[cfg(feature = "cuda")]
+    crate::device::cuda::register(r);
+    #[cfg(feature = "relax")]
+    crate::relax::classic::register(r);
 }
 
 #[used]

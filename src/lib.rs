@@ -9,33 +9,27 @@
 //! ([`tvm_ffi`], `relax`); the two faces, the only places with `extern "C"` exports:
 //! [`classic_api`] and `tvm_ffi::exports`. [`init`] decides what is registered.
 
-#[cfg(feature = "aot")]
-pub mod aot;
-#[cfg(feature = "byoc")]
-pub mod byoc;
 pub mod classic_api;
-pub mod compat;
-#[cfg(feature = "contrib")]
-pub mod contrib;
-pub mod cpp;
 pub mod device;
-pub mod executor;
-pub mod function;
-pub mod globals;
 pub mod init;
-pub mod module;
-pub mod ndarray;
-pub mod object;
-pub mod registry;
 #[cfg(feature = "relax")]
 pub mod relax;
-#[cfg(feature = "rpc")]
-pub mod rpc;
 #[cfg(feature = "tvm-ffi")]
 pub mod tvm_ffi;
-pub mod value;
+
+// The classic object model and what runs on it (crate `tvm-runtime-classic`), under the paths
+// the library has always used.
+#[cfg(feature = "aot")]
+pub use tvm_runtime_classic::aot;
+#[cfg(feature = "byoc")]
+pub use tvm_runtime_classic::byoc;
+#[cfg(feature = "contrib")]
+pub use tvm_runtime_classic::contrib;
+#[cfg(feature = "rpc")]
+pub use tvm_runtime_classic::rpc;
 #[cfg(feature = "vm")]
-pub mod vm;
+pub use tvm_runtime_classic::vm;
+pub use tvm_runtime_classic::{compat, cpp, executor, function, globals, module, ndarray, object, registry, value};
 
 // The ABI-neutral core, under the paths the rest of the library has always used.
 pub use tvm_runtime_core::{abi, backend_env, error, io, mapped, memory, threading, timer};

@@ -1,6 +1,7 @@
-//! The runtime's own global functions, registered into the registry the same way a user's
-//! functions are: `crate::init` installs [`register_builtins`] in the registry when the library
-//! loads, and the registry runs it when it starts.
+//! The classic runtime's own global functions, registered into the registry the same way a
+//! user's functions are: the library's face (`tvm_runtime::init`) installs
+//! [`register_builtins`] in the registry, with the globals of the crates above this one, when
+//! the library loads; the registry runs it when it starts.
 
 mod containers;
 mod device;
@@ -8,17 +9,13 @@ pub(crate) mod misc;
 
 use crate::registry::Registrar;
 
-/// Registers every built-in global.
+/// Registers every built-in global of this crate.
 pub fn register_builtins(r: &mut Registrar<'_>) {
     containers::register(r);
     device::register(r);
     misc::register(r);
     crate::module::globals::register(r);
     crate::module::memory::register(r);
-    #[cfg(feature = "opencl")]
-    crate::device::opencl::register(r);
-    #[cfg(feature = "cuda")]
-    crate::device::cuda::register(r);
     #[cfg(feature = "contrib")]
     crate::contrib::register(r);
     crate::executor::register(r);
@@ -26,8 +23,6 @@ pub fn register_builtins(r: &mut Registrar<'_>) {
     crate::vm::register(r);
     #[cfg(feature = "aot")]
     crate::aot::register(r);
-    #[cfg(feature = "relax")]
-    crate::relax::classic::register(r);
     crate::compat::register(r);
     #[cfg(feature = "rpc")]
     crate::rpc::register(r);

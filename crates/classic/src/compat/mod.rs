@@ -8,7 +8,7 @@
 //!
 //! | change (release) | where |
 //! |---|---|
-//! | `TVMAPISetLastPythonError`, `TVMGetLastPythonError`, `TVMDropLastPythonError`, `TVMGetLastBacktrace`, `TVMThrowLastError` (v0.14) | `crate::classic_api::error_api`, `crate::error` |
+//! | `TVMAPISetLastPythonError`, `TVMGetLastPythonError`, `TVMDropLastPythonError`, `TVMGetLastBacktrace`, `TVMThrowLastError` (v0.14) | `tvm_runtime::classic_api::error_api`, `crate::error` |
 //! | `TVMBackendRegisterEnvCAPI` gets `Py_IncRef`, `Py_DecRef`, `PyGILState_*` (v0.14) | `crate::backend_env` |
 //! | `kTVMArgBool = 15` (v0.18; v0.8's `kTVMExtBegin`) | `crate::value::code::BOOL` |
 //! | `runtime.TVMArrayAllocWithScope(ShapeTuple, dtype, dev, scope)` (v0.9; v0.8 passed a pointer and ndim) | `crate::globals::device` |
