@@ -36,9 +36,9 @@ mkdir -p build
 cpp_suite_build=$!
 
 echo "== cargo fmt --check"
-cargo fmt --check -p tvm-runtime -p tvm-runtime-core -p tvm-runtime-classic
+cargo fmt --check -p tvm-runtime -p tvm-runtime-core -p tvm-runtime-classic -p tvm-runtime-opencl -p tvm-runtime-cuda
 echo "== cargo clippy"
-cargo clippy -p tvm-runtime -p tvm-runtime-core -p tvm-runtime-classic --all-targets --quiet -- -D warnings
+cargo clippy -p tvm-runtime -p tvm-runtime-core -p tvm-runtime-classic -p tvm-runtime-opencl -p tvm-runtime-cuda --all-targets --quiet -- -D warnings
 echo "== one no_mangle spelling; no comment cites a document the repository does not hold"
 # #[no_mangle]: the MSRV (1.80) predates #[unsafe(no_mangle)]. The spec files TVM's facts were
 # first written in live outside the repository; code says what TVM does instead.
@@ -50,7 +50,7 @@ source scripts/test-cuda.sh  # the simulated CUDA driver: its own tests, then TV
 echo "== cargo build --release"
 cargo build --release --quiet
 echo "== cargo test (unit, integration, exports, header drift)"
-TVM_RT_LIB="$PWD/target/release/libtvm_runtime.so" cargo test --quiet -p tvm-runtime -p tvm-runtime-core -p tvm-runtime-classic
+TVM_RT_LIB="$PWD/target/release/libtvm_runtime.so" cargo test --quiet -p tvm-runtime -p tvm-runtime-core -p tvm-runtime-classic -p tvm-runtime-opencl -p tvm-runtime-cuda
 
 echo "== the README's first command: the demo model"
 out=$(./scripts/demo.sh)

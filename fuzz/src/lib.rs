@@ -697,11 +697,11 @@ pub fn tvm_ffi_tensor_import(data: &[u8]) {
     };
     let mut shape = [0i64; 8];
     let mut strides = [0i64; 8];
-    for i in 0..ndim {
-        shape[i] = word(&mut byte);
+    for s in &mut shape[..ndim] {
+        *s = word(&mut byte);
     }
-    for i in 0..ndim {
-        strides[i] = word(&mut byte);
+    for s in &mut strides[..ndim] {
+        *s = word(&mut byte);
     }
     let dtype = DLDataType { code: byte() % 20, bits: byte(), lanes: (byte() as u16) | ((byte() as u16) << 8) };
     let byte_offset = (byte() as u64) << (byte() % 40);

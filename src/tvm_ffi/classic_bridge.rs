@@ -96,35 +96,22 @@ pub fn load_from_bytes(kind: &str, bytes: &[u8]) -> Option<FfiResult<super::obje
     )
 }
 
-/// The OpenCL and CUDA modules of a v0.20+ library binary: `fmt`, the function map (with
-/// `arg_extra_tags`), the code; read here rather than by the classic loaders, which read the
-/// v0.8 function map.
-#[allow(unused_variables)]
+/// The device code of a v0.20+ library binary (`opencl`, `cuda`: the loaders the face installed
+/// in [`crate::module::device_code`]): `fmt`, the function map (with `arg_extra_tags`), the
+/// code; read here rather than by the classic loaders, which read the v0.8 function map.
 fn device_module(kind: &str, bytes: &[u8]) -> Option<crate::error::Result<crate::module::Module>> {
-    #[cfg(any(feature = "opencl", feature = "cuda"))]
-    let parse = || {
-        let mut r = crate::io::Reader::new(bytes, "device module");
-        crate::device::kernel::read_payload_tagged(&mut r)
-    };
-    match kind {
-        #[cfg(feature = "opencl")]
-        "opencl" => Some(parse().and_then(|(fmt, fmap, data)| {
-            crate::device::opencl::module::OpenClModule::new(fmt, fmap, data).map(crate::module::Module::new)
-        })),
-        #[cfg(feature = "cuda")]
-        "cuda" => Some(parse().and_then(|(fmt, fmap, data)| {
-            let (fmt, data) = if fmt == "cuda" { compile_cuda_source(&data)? } else { (fmt, data) };
-            Ok(crate::module::Module::new(crate::device::cuda::module::CudaModule::new(fmt, fmap, data)))
-        })),
-        _ => None,
-    }
+    let load = crate::module::device_code::loader(kind)?;
+    let mut r = crate::io::Reader::new(bytes, "device module");
+    Some(crate::device::kernel::read_payload_tagged(&mut r).and_then(|(fmt, fmap, data)| {
+        let (fmt, data) = if kind == "cuda" && fmt == "cuda" { compile_cuda_source(&data)? } else { (fmt, data) };
+        load(fmt, fmap, data)
+    }))
 }
 
 /// A `cuda` module saved as CUDA C (what TVM v0.27 exports where its CUDA runtime is absent):
 /// compiled at load, as TVM's CUDA module does, by the global `tvm_callback_cuda_compile`
 /// (registered by TVM's Python, `tvm.support.nvcc`); PTX when the result starts with `/`, else
 /// a cubin.
-#[cfg(feature = "cuda")]
 fn compile_cuda_source(source: &[u8]) -> crate::error::Result<(String, Vec<u8>)> {
     use crate::error::Error;
     let f = super::registry::get("tvm_callback_cuda_compile").ok_or_else(|| {

@@ -3,6 +3,7 @@
 //! `runtime.module.loadfile_<fmt>` loaders.
 
 pub mod blob;
+pub mod device_code;
 pub mod dso;
 pub mod elf;
 pub mod globals;

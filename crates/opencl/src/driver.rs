@@ -5,9 +5,9 @@
 //! (`cl_int` is `i32`, `cl_uint` is `u32`.)
 //! The environment variable `TVM_OPENCL_LIBRARY` names another library to open instead.
 
-use crate::error::{Error, Result};
 use std::ffi::{c_char, c_void};
 use std::sync::OnceLock;
+use tvm_runtime_classic::error::{Error, Result};
 
 /// Opaque OpenCL object handles.
 pub type Handle = *mut c_void;
@@ -142,13 +142,14 @@ impl Driver {
             Some(path) => vec![path.as_str()],
             None => LIB_NAMES.to_vec(),
         };
-        let lib = crate::device::open_first_library(&names)
+        let lib = tvm_runtime_classic::device::open_first_library(&names)
             .map_err(|errors| format!("{} could not be loaded: {errors}", names[0]))?;
         macro_rules! sym {
             ($name:literal) => {
                 // SAFETY: the field's type is the C prototype of this OpenCL 1.2 entry point.
-                *unsafe { lib.get(concat!($name, "\0").as_bytes()) }
-                    .map_err(|e| format!("the OpenCL library lacks {}: {}", $name, crate::error::source_chain(&e)))?
+                *unsafe { lib.get(concat!($name, "\0").as_bytes()) }.map_err(|e| {
+                    format!("the OpenCL library lacks {}: {}", $name, tvm_runtime_classic::error::source_chain(&e))
+                })?
             };
         }
         Ok(Driver {

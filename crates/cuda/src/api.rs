@@ -4,13 +4,13 @@
 //! memory, copies, streams, attributes and per-thread workspace pools.
 
 use super::driver::{self, check, check_with, sys, CUcontext, CUdevice, CUdeviceptr, CUresult, CUstream};
-use crate::abi::{DLDataType, DLDevice};
-use crate::device::workspace::{with_local_pool, LocalPool, RawAlloc, WorkspacePool};
-use crate::device::{Attr, DeviceApi, CPU, CUDA, CUDA_HOST};
-use crate::error::{Error, Result};
 use parking_lot::Mutex;
 use std::cell::{Cell, RefCell};
 use std::ffi::c_void;
+use tvm_runtime_classic::abi::{DLDataType, DLDevice};
+use tvm_runtime_classic::device::workspace::{with_local_pool, LocalPool, RawAlloc, WorkspacePool};
+use tvm_runtime_classic::device::{Attr, DeviceApi, CPU, CUDA, CUDA_HOST};
+use tvm_runtime_classic::error::{Error, Result};
 
 thread_local! {
     /// The calling thread's current CUDA device (`SetDevice`), 0 until set.
@@ -352,7 +352,7 @@ struct CudaAlloc(i32);
 impl RawAlloc for CudaAlloc {
     fn alloc(&self, device_id: i32, nbytes: usize) -> Result<*mut c_void> {
         let dev = DLDevice { device_type: self.0, device_id };
-        CUDA_API.alloc_data_space(dev, nbytes, 256, crate::value::dtype::dtype(1, 8, 1))
+        CUDA_API.alloc_data_space(dev, nbytes, 256, tvm_runtime_classic::value::dtype::dtype(1, 8, 1))
     }
 
     fn free(&self, device_id: i32, ptr: *mut c_void) {

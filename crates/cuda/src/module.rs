@@ -6,17 +6,17 @@
 use super::api::{self, bind, bind_current, current_stream};
 use super::driver::{self, sys, CUfunction, CUmodule, CUresult};
 use super::libdevice;
-use crate::device::kernel::{self, FunctionMap, KernelSig};
-use crate::error::{Error, Result};
-use crate::function::PackedFunc;
-use crate::io::Reader;
-use crate::module::{Module, ModuleNode};
-use crate::value::Args;
 use parking_lot::Mutex;
 use std::any::Any;
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::sync::Arc;
+use tvm_runtime_classic::device::kernel::{self, FunctionMap, KernelSig};
+use tvm_runtime_classic::error::{Error, Result};
+use tvm_runtime_classic::function::PackedFunc;
+use tvm_runtime_classic::io::Reader;
+use tvm_runtime_classic::module::{Module, ModuleNode};
+use tvm_runtime_classic::value::Args;
 
 /// What the module shares with its functions.
 struct Inner {
@@ -390,7 +390,7 @@ pub fn arch_mismatch(data: &[u8], device: u32, cc: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::kernel::FunctionInfo;
+    use tvm_runtime_classic::device::kernel::FunctionInfo;
 
     #[test]
     fn architectures_of_images() {
@@ -441,7 +441,7 @@ mod tests {
             "k".into(),
             FunctionInfo {
                 name: String::new(),
-                arg_types: vec![crate::value::dtype::dtype(3, 64, 1)],
+                arg_types: vec![tvm_runtime_classic::value::dtype::dtype(3, 64, 1)],
                 launch_param_tags: vec!["blockIdx.x".into(), "threadIdx.x".into()],
             },
         );

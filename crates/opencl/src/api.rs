@@ -3,13 +3,13 @@
 //! it, buffer descriptors as data pointers, copies, queue sync and per-thread workspace pools.
 
 use super::driver::{self, check, Driver, Handle};
-use crate::abi::{DLDataType, DLDevice};
-use crate::device::workspace::{with_local_pool, LocalPool, RawAlloc, WorkspacePool};
-use crate::device::{Attr, DeviceApi, CPU, OPENCL};
-use crate::error::{Error, Result};
 use std::cell::{Cell, RefCell};
 use std::ffi::c_void;
 use std::sync::OnceLock;
+use tvm_runtime_classic::abi::{DLDataType, DLDevice};
+use tvm_runtime_classic::device::workspace::{with_local_pool, LocalPool, RawAlloc, WorkspacePool};
+use tvm_runtime_classic::device::{Attr, DeviceApi, CPU, OPENCL};
+use tvm_runtime_classic::error::{Error, Result};
 
 /// The chosen platform, its devices, the context and one queue per device.
 pub struct Workspace {
@@ -279,13 +279,13 @@ impl DeviceApi for OpenClApi {
     ) -> Result<*mut c_void> {
         match scope {
             None | Some("global") => {
-                let n = crate::device::shape_bytes(shape, dtype)?;
-                self.alloc_data_space(dev, n, crate::device::data_alignment(dtype), dtype)
+                let n = tvm_runtime_classic::device::shape_bytes(shape, dtype)?;
+                self.alloc_data_space(dev, n, tvm_runtime_classic::device::data_alignment(dtype), dtype)
             }
             Some(s) if s.contains("texture") => Err(Error::value(format!(
                 "OpenCL texture memory (scope {s}) is not supported by this runtime; use buffer (global) scope"
             ))),
-            Some(s) => Err(crate::device::unsupported_scope(s)),
+            Some(s) => Err(tvm_runtime_classic::device::unsupported_scope(s)),
         }
     }
 
@@ -391,7 +391,12 @@ struct OpenClAlloc;
 impl RawAlloc for OpenClAlloc {
     fn alloc(&self, device_id: i32, nbytes: usize) -> Result<*mut c_void> {
         let dev = DLDevice { device_type: OPENCL, device_id };
-        OPENCL_API.alloc_data_space(dev, nbytes, crate::device::ALLOC_ALIGNMENT, crate::value::dtype::dtype(1, 8, 1))
+        OPENCL_API.alloc_data_space(
+            dev,
+            nbytes,
+            tvm_runtime_classic::device::ALLOC_ALIGNMENT,
+            tvm_runtime_classic::value::dtype::dtype(1, 8, 1),
+        )
     }
 
     fn free(&self, device_id: i32, ptr: *mut c_void) {

@@ -9,12 +9,6 @@
 
 use super::api::{self, thread_device, Workspace};
 use super::driver::{check, Handle};
-use crate::device::kernel::{self, FunctionMap, KernelSig};
-use crate::error::{Error, Result};
-use crate::function::PackedFunc;
-use crate::io::{Reader, Writer};
-use crate::module::{Module, ModuleNode};
-use crate::value::Args;
 use parking_lot::{Mutex, RwLock};
 use std::any::Any;
 use std::cell::RefCell;
@@ -23,6 +17,12 @@ use std::ffi::{c_void, CString};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
+use tvm_runtime_classic::device::kernel::{self, FunctionMap, KernelSig};
+use tvm_runtime_classic::error::{Error, Result};
+use tvm_runtime_classic::function::PackedFunc;
+use tvm_runtime_classic::io::{Reader, Writer};
+use tvm_runtime_classic::module::{Module, ModuleNode};
+use tvm_runtime_classic::value::Args;
 
 /// The delimiter before each kernel in the source.
 const DELIMITER: &str = "// Function: ";
@@ -485,7 +485,7 @@ fn cache_write(dir: &std::path::Path, desc: &str, source: &str, bin: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::kernel::FunctionInfo;
+    use tvm_runtime_classic::device::kernel::FunctionInfo;
 
     fn fmap(names: &[&str]) -> FunctionMap {
         names.iter().map(|n| (n.to_string(), FunctionInfo::default())).collect()

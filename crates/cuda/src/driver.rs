@@ -11,10 +11,10 @@
 //! do). If cudarc ends up with another library (one found under an earlier name of its list),
 //! the first CUDA operation fails and says so: never a silent switch of drivers.
 
-use crate::error::{Error, Result};
 pub use cudarc::driver::sys;
 use std::ffi::{c_char, CStr};
 use std::sync::OnceLock;
+use tvm_runtime_classic::error::{Error, Result};
 
 pub use sys::{CUcontext, CUdevice, CUdeviceptr, CUevent, CUfunction, CUmodule, CUresult, CUstream};
 
@@ -76,7 +76,7 @@ fn load_named(path: &str) -> std::result::Result<&'static libloading::Library, S
     let lib = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_GLOBAL) }.map_err(|e| {
         format!(
             "CUDA driver library {path} (TVM_CUDA_LIBRARY) could not be loaded ({})",
-            crate::error::source_chain(&e)
+            tvm_runtime_classic::error::source_chain(&e)
         )
     })?;
     Ok(NAMED.get_or_init(|| lib.into()))
@@ -103,7 +103,7 @@ fn open() -> std::result::Result<(), String> {
         None => {
             // Our own attempt first: it gives the loader's message, and it spares cudarc's
             // loader, which panics when nothing is found.
-            if let Err(errors) = crate::device::open_first_library(LIB_NAMES) {
+            if let Err(errors) = tvm_runtime_classic::device::open_first_library(LIB_NAMES) {
                 // SAFETY: only tries to open cudarc's candidate names.
                 if !unsafe { sys::is_culib_present() } {
                     return Err(format!("CUDA driver library could not be loaded ({errors})"));

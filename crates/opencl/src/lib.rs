@@ -2,20 +2,25 @@
 //! ([`api`]) and the `opencl` module ([`module`]). Nothing here opens the driver before an
 //! OpenCL operation needs it, so CPU models load and run on machines without OpenCL, and
 //! OpenCL modules load there too (their calls fail with `No OpenCL device (...)`).
+//!
+//! A crate above the classic object model (`tvm-runtime-classic`, whose modules it uses under
+//! their usual paths); the library's face installs its device API in the core and registers
+//! its globals and its library-binary loader (`register`, `load_tagged`) when it loads.
 
 pub mod api;
 pub mod driver;
 pub mod module;
 
-use crate::error::{Error, Result};
-use crate::module::{blob, Module};
-use crate::registry::Registrar;
-use crate::value::Value;
 use module::OpenClModule;
+use tvm_runtime_classic::device::kernel::FunctionMap;
+use tvm_runtime_classic::error::{Error, Result};
+use tvm_runtime_classic::module::{blob, Module};
+use tvm_runtime_classic::registry::Registrar;
+use tvm_runtime_classic::value::Value;
 
 /// Registers `device_api.opencl`, the texture globals and the loaders.
 pub fn register(r: &mut Registrar<'_>) {
-    r.func("device_api.opencl", |_| Ok(crate::device::api_token(crate::device::OPENCL)));
+    r.func("device_api.opencl", |_| Ok(tvm_runtime_classic::device::api_token(tvm_runtime_classic::device::OPENCL)));
     r.func("device_api.opencl.AllocTexture", |_| Err(texture_unsupported()));
     r.func("device_api.opencl.FreeTexture", |_| Err(texture_unsupported()));
     r.func("runtime.module.loadbinary_opencl", |a| {
@@ -36,6 +41,12 @@ pub fn register(r: &mut Registrar<'_>) {
         module::set_cache_dir((!dir.is_empty()).then(|| dir.into()));
         Ok(Value::Null)
     });
+}
+
+/// The `opencl` entry of a v0.20+ library binary (installed as its
+/// [`tvm_runtime_classic::module::device_code`] loader).
+pub fn load_tagged(fmt: String, fmap: FunctionMap, code: Vec<u8>) -> Result<Module> {
+    OpenClModule::new(fmt, fmap, code).map(Module::new)
 }
 
 fn texture_unsupported() -> Error {
