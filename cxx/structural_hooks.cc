@@ -8,7 +8,7 @@
 //                                  changed item on, the input untouched; ffi.String, ffi.Bytes
 //                                  and ffi.BigInt are leaves (unchanged)
 //   __s_maybe_inplace_mutate__     the same, the container itself updated in place
-// The runtime's own traversals (ffi.StructuralVisit & co., src/tvm_ffi/structural) handle these
+// The runtime's own traversals (ffi.StructuralVisit & co., crates/tvm-ffi/src/structural) handle these
 // types natively and leave the hooks to the header engines.
 
 #include <tvm/ffi/big_int.h>

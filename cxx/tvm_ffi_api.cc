@@ -13,7 +13,7 @@
 // RustModule below (whose virtual methods call the ffi.Module* globals), so C++ code calls
 // virtual methods on it; a module made in C++ is driven by the runtime through ModuleCall.
 // The table between the two is registered with TVMFFIEnvRegisterCAPI("tvm_rt.cxx_bridge")
-// while the library loads (src/tvm_ffi/module/cxx.rs is the other side).
+// while the library loads (crates/tvm-ffi/src/module/cxx.rs is the other side).
 
 #include <tvm/ffi/any.h>
 #include <tvm/ffi/container/array.h>
@@ -49,7 +49,7 @@ using tvm::ffi::Object;
 using tvm::ffi::Optional;
 using tvm::ffi::String;
 
-// The table of src/tvm_ffi/module/cxx.rs (version 1).
+// The table of crates/tvm-ffi/src/module/cxx.rs (version 1).
 struct Bridge {
   uint32_t version;
   const void* rust_module_vptr;

@@ -35,10 +35,13 @@ mkdir -p build
 ./scripts/test-tvm-ffi-cpp.sh --build >build/tvm-ffi-cpp-build.log 2>&1 &
 cpp_suite_build=$!
 
+# The library's crates (README "Layout"): the face (this package) and the crates it is built of.
+runtime_crates=(-p tvm-runtime -p tvm-runtime-core -p tvm-runtime-classic -p tvm-runtime-opencl -p tvm-runtime-cuda
+  -p tvm-runtime-tvm-ffi -p tvm-runtime-relax)
 echo "== cargo fmt --check"
-cargo fmt --check -p tvm-runtime -p tvm-runtime-core -p tvm-runtime-classic -p tvm-runtime-opencl -p tvm-runtime-cuda
+cargo fmt --check "${runtime_crates[@]}"
 echo "== cargo clippy"
-cargo clippy -p tvm-runtime -p tvm-runtime-core -p tvm-runtime-classic -p tvm-runtime-opencl -p tvm-runtime-cuda --all-targets --quiet -- -D warnings
+cargo clippy "${runtime_crates[@]}" --all-targets --quiet -- -D warnings
 echo "== one no_mangle spelling; no comment cites a document the repository does not hold"
 # #[no_mangle]: the MSRV (1.80) predates #[unsafe(no_mangle)]. The spec files TVM's facts were
 # first written in live outside the repository; code says what TVM does instead.
@@ -50,7 +53,7 @@ source scripts/test-cuda.sh  # the simulated CUDA driver: its own tests, then TV
 echo "== cargo build --release"
 cargo build --release --quiet
 echo "== cargo test (unit, integration, exports, header drift)"
-TVM_RT_LIB="$PWD/target/release/libtvm_runtime.so" cargo test --quiet -p tvm-runtime -p tvm-runtime-core -p tvm-runtime-classic -p tvm-runtime-opencl -p tvm-runtime-cuda
+TVM_RT_LIB="$PWD/target/release/libtvm_runtime.so" cargo test --quiet "${runtime_crates[@]}"
 
 echo "== the README's first command: the demo model"
 out=$(./scripts/demo.sh)

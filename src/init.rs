@@ -37,8 +37,8 @@ fn install_now() {
     let _ = crate::classic_api::slots::install();
     #[cfg(feature = "tvm-ffi")]
     {
-        crate::tvm_ffi::registry::install_builtins(crate::tvm_ffi::globals::register_all);
-        crate::tvm_ffi::module::install_context_symbols(crate::tvm_ffi::exports::module::context_symbols);
+        crate::tvm_ffi::registry::install_builtins(tvm_ffi_builtins);
+        crate::tvm_ffi::module::install_context_symbols(crate::tvm_ffi_api::module::context_symbols);
     }
 }
 
@@ -54,6 +54,28 @@ fn classic_builtins(r: &mut crate::registry::Registrar<'_>) {
     crate::relax::classic::register(r);
 }
 
+/// The built-in globals of the tvm-ffi registry: the tvm-ffi crate's, the GPU back ends'
+/// `device_api.*` markers and the Relax VM's.
+#[cfg(feature = "tvm-ffi")]
+fn tvm_ffi_builtins(b: &mut crate::tvm_ffi::registry::Builder) {
+    crate::tvm_ffi::globals::register_all(b);
+    #[cfg(any(feature = "cuda", feature = "opencl"))]
+    let marker = |b: &mut crate::tvm_ffi::registry::Builder, name: &str, device_type: i32| {
+        // A token for the device type, never dereferenced.
+        let token = device_type as usize;
+        b.add(name, move |_| Ok(crate::tvm_ffi::Any::opaque_ptr(token as *mut std::ffi::c_void)));
+    };
+    #[cfg(feature = "cuda")]
+    {
+        marker(b, "device_api.cuda", crate::device::CUDA);
+        marker(b, "device_api.cuda_host", crate::device::CUDA_HOST);
+    }
+    #[cfg(feature = "opencl")]
+    marker(b, "device_api.opencl", crate::device::OPENCL);
+    #[cfg(feature = "relax")]
+    crate::relax::register(b);
+}
+
 #[used]
 #[link_section = ".init_array"]
 static INSTALL_AT_LOAD: extern "C" fn() = {
@@ -62,3 +84,26 @@ static INSTALL_AT_LOAD: extern "C" fn() = {
     }
     run
 };
+
+#[cfg(all(test, feature = "tvm-ffi"))]
+mod tests {
+    use crate::tvm_ffi::{function, registry, Any};
+
+    #[test]
+    fn the_back_ends_of_this_build_are_enabled_on_the_tvm_ffi_side() {
+        let call = |name: &str, args: &[Any]| function::call_any(&registry::get(name).unwrap(), args);
+        let enabled = |t: &str| call("runtime.RuntimeEnabled", &[Any::string(t)]).unwrap().as_bool();
+        assert_eq!(enabled("cuda"), Some(cfg!(feature = "cuda")));
+        assert_eq!(enabled("nvptx"), Some(cfg!(feature = "cuda")));
+        assert_eq!(enabled("opencl"), Some(cfg!(feature = "opencl")));
+        assert_eq!(enabled("cpu"), Some(true));
+        #[cfg(feature = "cuda")]
+        {
+            let token = call("device_api.cuda_host", &[]).unwrap();
+            assert_eq!(
+                (token.type_index(), token.raw().bits()),
+                (crate::tvm_ffi::ti::OPAQUE_PTR, crate::device::CUDA_HOST as u64)
+            );
+        }
+    }
+}

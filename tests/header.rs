@@ -30,16 +30,21 @@ fn declared_names(dir: &Path, out: &mut std::collections::BTreeSet<String>) {
     }
 }
 
-/// The classic headers leave out what the tvm-ffi ABI (`src/tvm_ffi/`) declares, unless the
-/// classic sources declare the same name.
+/// Where the tvm-ffi ABI is declared: its object model's crate and the face's exports.
+const TVM_FFI_DIRS: [&str; 2] = ["crates/tvm-ffi/src", "src/tvm_ffi_api"];
+
+/// The classic headers leave out what the tvm-ffi ABI (`crates/tvm-ffi/src/`, `src/tvm_ffi_api/`)
+/// declares, unless the classic sources (the face's, the core's, the classic crate's) declare the same name.
 fn tvm_ffi_only_names(root: &Path) -> Vec<String> {
     let mut ffi = std::collections::BTreeSet::new();
-    declared_names(&root.join("src/tvm_ffi"), &mut ffi);
+    for d in TVM_FFI_DIRS {
+        declared_names(&root.join(d), &mut ffi);
+    }
     let mut classic = std::collections::BTreeSet::new();
-    let dirs = [root.join("src"), root.join("crates/core/src")];
+    let dirs = [root.join("src"), root.join("crates/core/src"), root.join("crates/classic/src")];
     for e in dirs.iter().flat_map(|d| std::fs::read_dir(d).expect("src")) {
         let p = e.expect("entry").path();
-        if p.ends_with("tvm_ffi") {
+        if p.ends_with("tvm_ffi_api") {
             continue;
         }
         if p.is_dir() {
@@ -67,15 +72,17 @@ fn generate(config: &Path) -> String {
     String::from_utf8(out).expect("utf-8 header")
 }
 
-/// The tvm-ffi headers: generated from the sources of `src/tvm_ffi/` alone (the classic exports
-/// live elsewhere), `c_api.h` without and `extra/c_env_api.h` with the `TVMFFIEnv*` functions.
+/// The tvm-ffi headers: generated from the tvm-ffi crate and the face's `src/tvm_ffi_api/` alone
+/// (the classic exports live elsewhere), `c_api.h` without and `extra/c_env_api.h` with the
+/// `TVMFFIEnv*` functions.
 const TVM_FFI_HEADERS: [(&str, &str, bool); 2] = [
     ("cbindgen/tvm_ffi_c_api.toml", "include/tvm/ffi/c_api.h", false),
     ("cbindgen/tvm_ffi_c_env_api.toml", "include/tvm/ffi/extra/c_env_api.h", true),
 ];
 
 fn tvm_ffi_sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-    let mut entries: Vec<_> = std::fs::read_dir(dir).expect("src/tvm_ffi").map(|e| e.expect("entry").path()).collect();
+    let mut entries: Vec<_> =
+        std::fs::read_dir(dir).expect("tvm-ffi sources").map(|e| e.expect("entry").path()).collect();
     entries.sort();
     for p in entries {
         if p.is_dir() {
@@ -111,7 +118,9 @@ fn env_functions(sources: &[std::path::PathBuf]) -> Vec<String> {
 fn generate_tvm_ffi(config: &Path, env: bool) -> String {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut sources = Vec::new();
-    tvm_ffi_sources(&root.join("src/tvm_ffi"), &mut sources);
+    for d in TVM_FFI_DIRS {
+        tvm_ffi_sources(&root.join(d), &mut sources);
+    }
     let envs = env_functions(&sources);
     let mut cfg = cbindgen::Config::from_file(root.join(config)).expect("cbindgen config");
     if env {
@@ -135,10 +144,11 @@ fn generate_tvm_ffi(config: &Path, env: bool) -> String {
     } else {
         cfg.export.exclude.extend(envs);
     }
-    // cbindgen follows the `mod` declarations from the module's root.
+    // cbindgen follows the `mod` declarations from each root.
     let bindings = cbindgen::Builder::new()
         .with_config(cfg)
-        .with_src(root.join("src/tvm_ffi/mod.rs"))
+        .with_src(root.join("crates/tvm-ffi/src/lib.rs"))
+        .with_src(root.join("src/tvm_ffi_api/mod.rs"))
         .generate()
         .expect("cbindgen generates");
     let mut out = Vec::new();

@@ -729,7 +729,7 @@ pub fn tvm_ffi_tensor_import(data: &[u8]) {
         };
         // SAFETY: a valid managed tensor whose data is never read; `out` is writable.
         unsafe {
-            tvm_runtime::tvm_ffi::exports::tensor::TVMFFITensorFromDLPackVersioned(
+            tvm_runtime::tvm_ffi_api::tensor::TVMFFITensorFromDLPackVersioned(
                 &mut m,
                 align,
                 contiguous as i32,
@@ -739,9 +739,7 @@ pub fn tvm_ffi_tensor_import(data: &[u8]) {
     } else {
         let mut m = DLManagedTensor { dl_tensor: dl, manager_ctx: std::ptr::null_mut(), deleter: Some(del) };
         // SAFETY: as above.
-        unsafe {
-            tvm_runtime::tvm_ffi::exports::tensor::TVMFFITensorFromDLPack(&mut m, align, contiguous as i32, &mut out)
-        }
+        unsafe { tvm_runtime::tvm_ffi_api::tensor::TVMFFITensorFromDLPack(&mut m, align, contiguous as i32, &mut out) }
     };
     if rc != 0 {
         assert_eq!(DELETED.load(Ordering::SeqCst), 0, "a refused tensor was released");
@@ -751,6 +749,6 @@ pub fn tvm_ffi_tensor_import(data: &[u8]) {
     assert!(!out.is_null());
     assert_eq!(DELETED.load(Ordering::SeqCst), 0);
     // SAFETY: the import handed us one reference.
-    unsafe { tvm_runtime::tvm_ffi::exports::core::TVMFFIObjectDecRef(out) };
+    unsafe { tvm_runtime::tvm_ffi_api::core::TVMFFIObjectDecRef(out) };
     assert_eq!(DELETED.load(Ordering::SeqCst), 1, "the producer's deleter runs once");
 }
