@@ -6,9 +6,13 @@
 //!   numbers, the workspace pools of generated code.
 //! - [`dtype`]: `DLDataType` text forms and size rules.
 //! - [`error`]: the error type and the thread's last-error slot.
+//! - [`formats`]: the serialized forms of a model library that need no object model (tvm-ffi's
+//!   library binary, the import tree, the ELF check, module kinds).
 //! - [`backend_env`]: the frontend callbacks of `TVMBackendRegisterEnvCAPI` and the Python
 //!   objects held with them.
 //! - [`io`]: byte streams in dmlc::Stream conventions, bounds-checked.
+//! - [`library`]: shared libraries (`dlopen`, from memory), the system library's symbol table,
+//!   the context function slots both loaders fill.
 //! - [`mapped`]: giving back the pages of a read-only file mapping once copied out.
 //! - [`memory`]: the allocators of both VMs (naive and pooled).
 //! - [`passive`]: a table that starts from what the face installed in it (the registries).
@@ -24,7 +28,9 @@ pub mod backend_env;
 pub mod device;
 pub mod dtype;
 pub mod error;
+pub mod formats;
 pub mod io;
+pub mod library;
 pub mod mapped;
 pub mod memory;
 pub mod passive;

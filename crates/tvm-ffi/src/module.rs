@@ -12,7 +12,7 @@
 //! vtable pointer: the C++ layer's, where one is linked in ([`cxx`]), so that C++ code calls
 //! virtual methods on a module of ours; modules made in C++ are driven through it too. The
 //! dlopen machinery and the system symbol table are the classic runtime's
-//! ([`tvm_runtime_classic::module::dso`], [`tvm_runtime_classic::module::system_lib`]).
+//! ([`tvm_runtime_core::library::dso`], [`tvm_runtime_core::library::symbols`]).
 
 pub mod cxx;
 pub mod library_bin;
@@ -30,8 +30,9 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::{Arc, OnceLock};
-use tvm_runtime_classic::module::dso::Dso;
-use tvm_runtime_classic::module::system_lib;
+use tvm_runtime_core::library::context::{ContextVars, Link};
+use tvm_runtime_core::library::dso::Dso;
+use tvm_runtime_core::library::symbols as system_lib;
 use tvm_runtime_core::passive::Passive;
 
 /// `Module::kBinarySerializable`.
@@ -41,7 +42,7 @@ pub const PROPERTY_RUNNABLE: i64 = 0b010;
 
 /// tvm-ffi's `symbol::tvm_ffi_symbol_prefix`, `symbol::tvm_ffi_library_ctx` and
 /// `symbol::tvm_ffi_library_bin`, defined once with the library_bin format in the core.
-pub use tvm_runtime_classic::module::library_bin::{
+pub use tvm_runtime_core::formats::library_bin::{
     FUNCTION_PREFIX as SYMBOL_PREFIX, LIBRARY_BIN_SYMBOL as LIBRARY_BIN, LIBRARY_CTX_SYMBOL as LIBRARY_CTX,
 };
 
@@ -86,26 +87,13 @@ pub struct ModulePayload {
     /// module goes (a reader may still hold the old pointer).
     state: Mutex<State>,
     /// Where this module was written into its library's `__tvm_ffi__library_ctx`.
-    ctx: OnceLock<CtxLink>,
+    ctx: OnceLock<Link<ObjectRef>>,
 }
 
-/// A library module named by its library's `__tvm_ffi__library_ctx` variable. A library loaded
-/// again (dlopen hands back the same mapping, so the same variable) names the newest module;
-/// that one keeps the module the variable named before alive and gives the variable back to it
-/// when it goes, so that the variable never names a module that is gone.
-struct CtxLink {
-    /// The variable's address.
-    slot: usize,
-    /// This module's address.
-    me: usize,
-    /// The module the variable named before, if it was a live one.
-    pred: Option<ObjectRef>,
-}
-
-/// The modules that `__tvm_ffi__library_ctx` variables may name (their addresses): only these
-/// are ever followed when a kernel hands a context back. The lock also serialises the
-/// runtime's reads and writes of those variables.
-static CTX_MODULES: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+/// The `__tvm_ffi__library_ctx` variables and the modules they may name (see the core's
+/// [`ContextVars`]: a library loaded again names its newest module, which keeps the one before
+/// alive and gives the variable back to it when it goes).
+static CTX_VARS: ContextVars = ContextVars::new(LIBRARY_CTX);
 
 /// A new reference to `p`, unless its last strong reference is already gone.
 ///
@@ -127,46 +115,18 @@ unsafe fn try_retain(p: *mut TVMFFIObject) -> Option<ObjectRef> {
     }
 }
 
-/// The `__tvm_ffi__library_ctx` variable at `slot`.
+/// Writes `m` into the `__tvm_ffi__library_ctx` variable at `slot`.
 ///
 /// # Safety
-/// `slot` is the address of the pointer variable of a loaded library.
-unsafe fn ctx_var<'a>(slot: usize) -> &'a AtomicPtr<TVMFFIObject> {
-    // SAFETY: per contract; a pointer variable has the layout of an AtomicPtr.
-    unsafe { &*(slot as *const AtomicPtr<TVMFFIObject>) }
-}
-
-/// Writes `m` into the `__tvm_ffi__library_ctx` variable at `slot` (see [`CtxLink`]).
-fn attach_ctx(m: &ObjectRef, slot: *mut c_void) -> FfiResult<()> {
+/// `slot` is the `__tvm_ffi__library_ctx` symbol of the library `m` holds (a pointer variable).
+unsafe fn attach_ctx(m: &ObjectRef, slot: *mut c_void) -> FfiResult<()> {
     let p = payload(m)?;
-    let me = m.as_ptr();
-    let refused = {
-        let mut live = CTX_MODULES.lock();
-        // SAFETY: `slot` is the library's context variable.
-        let var = unsafe { ctx_var(slot as usize) };
-        let old = var.load(Ordering::Acquire);
-        let pred = if old != me && live.contains(&(old as usize)) {
-            // SAFETY: `old` is a module this runtime wrote into a context variable whose payload
-            // has not been dropped yet (it leaves CTX_MODULES, under this lock, when it is), so
-            // its memory is still there.
-            unsafe { try_retain(old) }
-        } else {
-            None
-        };
-        match p.ctx.set(CtxLink { slot: slot as usize, me: me as usize, pred }) {
-            Ok(()) => {
-                live.push(me as usize);
-                var.store(me, Ordering::Release);
-                None
-            }
-            Err(link) => Some(link),
-        }
-    };
-    // Dropped outside the lock: releasing the predecessor may drop it, which locks.
-    match refused {
-        None => Ok(()),
-        Some(_) => Err(FfiError::runtime("the library context was attached twice")),
-    }
+    // SAFETY: `slot` is a pointer variable of the library that `m` keeps loaded until it goes,
+    // and `m` detaches before then (`Drop`). `retain` is called under the lock with a module
+    // whose payload has not been dropped (it leaves the live list, under that lock, when it
+    // is), so its memory is still there.
+    unsafe { CTX_VARS.attach(slot, m.as_ptr().cast(), &p.ctx, |old| try_retain(old.cast())) }?;
+    Ok(())
 }
 
 #[derive(Default)]
@@ -178,16 +138,9 @@ struct State {
 impl Drop for ModulePayload {
     fn drop(&mut self) {
         if let Some(link) = self.ctx.take() {
-            let mut live = CTX_MODULES.lock();
-            let me = link.me;
-            if let Some(i) = live.iter().position(|&a| a == me) {
-                live.swap_remove(i);
-            }
-            let back = link.pred.as_ref().map_or(std::ptr::null_mut(), ObjectRef::as_ptr);
             // SAFETY: the library stays loaded while its module's payload lives.
-            let var = unsafe { ctx_var(link.slot) };
-            let _ = var.compare_exchange(me as *mut TVMFFIObject, back, Ordering::AcqRel, Ordering::Relaxed);
-            drop(live);
+            unsafe { CTX_VARS.detach(&link, |m| m.as_ptr().cast()) };
+            // The module the variable named before goes now, outside the lock.
             drop(link);
         }
         let p = self.imports.swap(std::ptr::null_mut(), Ordering::AcqRel);
@@ -414,20 +367,19 @@ pub unsafe fn lookup_from_imports(ctx: *mut TVMFFIObject, name: &str) -> FfiResu
              such as a system-library export, may define this library's symbols)",
         ));
     }
-    let m = {
-        let live = CTX_MODULES.lock();
-        if live.contains(&(ctx as usize)) {
+    let m = CTX_VARS.with_live(ctx.cast(), |live| {
+        if live {
             // SAFETY: a module this runtime wrote into a context variable whose payload has not
-            // been dropped (so its memory is there): retained unless it is going.
+            // been dropped (so its memory is there, under the lock): retained unless it is going.
             unsafe { try_retain(ctx) }.ok_or_else(|| {
                 FfiError::value("TVMFFIEnvModLookupFromImports: the library context is a module being destroyed")
-            })?
+            })
         } else {
             // Any other module handle, which the caller holds (by contract).
             // SAFETY: by contract.
-            unsafe { ObjectRef::from_borrowed(ctx) }.expect("checked non-null")
+            Ok(unsafe { ObjectRef::from_borrowed(ctx) }.expect("checked non-null"))
         }
-    };
+    })?;
     let p = payload(&m)?;
     if let Some(f) = p.state.lock().cache.get(name) {
         return Ok(f.as_ptr());
@@ -489,19 +441,23 @@ pub fn register_context_symbol(name: &str, symbol: *mut c_void) {
 /// `CreateLibraryModule`: fills the context symbols and `__tvm_ffi__library_ctx`, and builds
 /// the import tree of `__tvm_ffi__library_bin` when the library has one.
 pub fn create_library_module(lib: Library) -> FfiResult<ObjectRef> {
-    for (name, value) in context_symbols().lock().iter() {
-        if let Some(slot) = lib.symbol(name) {
-            // SAFETY: a context symbol is a pointer variable of the library, by convention.
-            unsafe { *slot.cast::<usize>() = *value };
-        }
-    }
+    let vars: Vec<(String, *mut c_void, usize)> = context_symbols()
+        .lock()
+        .iter()
+        .filter_map(|(name, value)| lib.symbol(name).map(|slot| (name.clone(), slot, *value)))
+        .collect();
+    let vars: Vec<_> = vars.iter().map(|(n, slot, v)| (n.as_str(), *slot, *v as *const c_void)).collect();
+    // SAFETY: a context symbol is a pointer variable of the library, by convention, live while
+    // the library is loaded.
+    unsafe { tvm_runtime_core::library::slots::store_pointers(&vars) }?;
     let bin = lib.symbol(LIBRARY_BIN);
     let ctx_slot = lib.symbol(LIBRARY_CTX);
     let lib_mod = make_module(Some(lib));
     if let Some(slot) = ctx_slot {
         // `__tvm_ffi__library_ctx` is a `void*` variable of the library; it names the module
         // without holding a reference (functions keep the module alive).
-        attach_ctx(&lib_mod, slot)?;
+        // SAFETY: the library's `__tvm_ffi__library_ctx`, which `lib_mod` keeps loaded.
+        unsafe { attach_ctx(&lib_mod, slot) }?;
     }
     match bin {
         // SAFETY: `__tvm_ffi__library_bin` starts with its length (8 bytes, little endian).
@@ -516,10 +472,10 @@ pub fn load_dso(path: &str) -> FfiResult<ObjectRef> {
     create_library_module(Library::Dso(d))
 }
 
-/// A library loaded from its bytes (an anonymous file, see [`tvm_runtime_classic::module::memory`]) as
+/// A library loaded from its bytes (an anonymous file, see [`tvm_runtime_core::library::memfd`]) as
 /// [`load_dso`] loads a file: its `__tvm_ffi__library_bin` module tree, or the library module.
 pub fn load_dso_from_bytes(bytes: &[u8], name: &str) -> FfiResult<ObjectRef> {
-    let d = tvm_runtime_classic::module::memory::open_bytes(bytes, name)?;
+    let d = tvm_runtime_core::library::memfd::open_bytes(bytes, name)?;
     create_library_module(Library::Dso(d))
 }
 

@@ -3,14 +3,12 @@
 //! `runtime.module.loadfile_<fmt>` loaders.
 
 pub mod blob;
+// The formats that need no object model are the core's, under the paths they always had.
+pub use tvm_runtime_core::formats::{elf, import_tree, kinds, library_bin};
 pub mod device_code;
 pub mod dso;
-pub mod elf;
 pub mod globals;
-pub mod import_tree;
-pub mod kinds;
 pub mod library;
-pub mod library_bin;
 pub mod memory;
 pub mod system_lib;
 

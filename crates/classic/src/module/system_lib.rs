@@ -1,59 +1,9 @@
-//! The process-wide system-library symbol table (`TVMBackendRegisterSystemLibSymbol`).
-//!
-//! Usable before anything else is initialised: objects built with `--system-lib` register their
-//! symbols from static constructors.
+//! The system library module (`runtime.SystemLib([prefix])`) over the process-wide symbol table
+//! (`TVMBackendRegisterSystemLibSymbol`), which is the core's.
 
 use parking_lot::Mutex;
-use std::collections::HashMap;
 use std::ffi::c_void;
-use std::sync::OnceLock;
-
-/// Registered symbols, plus every address registered as `__tvm_module_ctx` (each system-lib
-/// object registers its own).
-#[derive(Default)]
-pub struct SymbolTable {
-    /// name -> address.
-    pub symbols: HashMap<String, usize>,
-    /// Every address registered as a (prefixed) `__tvm_module_ctx`, with its name, in
-    /// registration order.
-    pub module_ctx: Vec<(String, usize)>,
-}
-
-/// The table.
-pub fn table() -> &'static Mutex<SymbolTable> {
-    static T: OnceLock<Mutex<SymbolTable>> = OnceLock::new();
-    T.get_or_init(Mutex::default)
-}
-
-/// Records `name -> ptr`; a different address for a known name replaces it with a warning.
-pub fn register_symbol(name: &str, ptr: *mut c_void) {
-    let mut t = table().lock();
-    let addr = ptr as usize;
-    let is_ctx = name.ends_with("__tvm_module_ctx");
-    if is_ctx && !t.module_ctx.iter().any(|(n, a)| n == name && *a == addr) {
-        t.module_ctx.push((name.to_owned(), addr));
-    }
-    if let Some(old) = t.symbols.insert(name.to_owned(), addr) {
-        if old != addr && !is_ctx {
-            eprintln!("SystemLib symbol {name} get overriden to a different address {addr:#x}->{old:#x}");
-        }
-    }
-}
-
-/// The address registered under `name`.
-pub fn lookup(name: &str) -> Option<*mut c_void> {
-    table().lock().symbols.get(name).map(|&a| a as *mut c_void)
-}
-
-/// `name` with `prefix` first, then without (TVM v0.13+'s prefixed system libraries).
-pub fn lookup_prefixed(prefix: &str, name: &str) -> Option<*mut c_void> {
-    if !prefix.is_empty() {
-        if let Some(p) = lookup(&format!("{prefix}{name}")) {
-            return Some(p);
-        }
-    }
-    lookup(name)
-}
+pub use tvm_runtime_core::library::symbols::{lookup, lookup_prefixed, register_symbol, table, SymbolTable};
 
 thread_local! {
     /// Set while this thread builds a system library (a blob loader calling
@@ -128,7 +78,8 @@ pub fn system_lib_prefixed(prefix: &str) -> crate::error::Result<super::Module> 
         let ctx_vars: Vec<usize> =
             table().lock().module_ctx.iter().filter(|(n, _)| *n == ctx_name).map(|&(_, a)| a).collect();
         for addr in ctx_vars {
-            library::write_module_ctx(addr as *mut c_void, m)?;
+            // SAFETY: registered as the prefix's `__tvm_module_ctx` by a `--system-lib` object.
+            unsafe { library::write_module_ctx(addr as *mut c_void, m) }?;
         }
     }
     libs.get_or_insert_with(HashMap::new).insert(prefix.to_owned(), root.clone());

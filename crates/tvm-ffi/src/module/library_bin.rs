@@ -1,6 +1,6 @@
 //! `__tvm_ffi__library_bin`: modules embedded in a shared library and their import tree.
 //!
-//! The format and its checks are the core's ([`tvm_runtime_classic::module::library_bin`], the one parser,
+//! The format and its checks are the core's ([`tvm_runtime_core::formats::library_bin`], the one parser,
 //! fuzzed); this builds the modules: `_lib` is the library's own module, any other kind is made
 //! by the global `ffi.Module.load_from_bytes.<kind>` (device kinds by the classic loaders).
 
@@ -8,7 +8,7 @@ use super::super::any::Any;
 use super::super::object::ObjectRef;
 use super::super::{registry, FfiError, FfiResult};
 use super::{imports, payload, set_imports};
-use tvm_runtime_classic::module::library_bin::LibraryBin;
+use tvm_runtime_core::formats::library_bin::LibraryBin;
 
 /// Builds the module tree of a library binary; `lib_mod` is the library's own module.
 ///

@@ -277,7 +277,7 @@ mod tests {
         unsafe extern "C" fn nop(_h: *mut std::ffi::c_void, _a: *const TVMFFIAny, _n: i32, _r: *mut TVMFFIAny) -> i32 {
             0
         }
-        tvm_runtime_classic::module::system_lib::register_symbol("__tvm_ffi_rtapi_nop", nop as *mut std::ffi::c_void);
+        tvm_runtime_core::library::symbols::register_symbol("__tvm_ffi_rtapi_nop", nop as *mut std::ffi::c_void);
         let m = Any::object(super::super::super::module::system_lib("").unwrap());
         let mut a = args(m.clone(), "rtapi_nop", 1, 2, 3, 0, "cache_flush_cpu_non_first_arg");
         a[10] = Any::int(4096);

@@ -1,5 +1,5 @@
 //! The import tree of a serialized module tree, as both of TVM's formats store it: the classic
-//! blob's `_import_tree` (`__tvm_dev_mblob`, [`super::blob`]) and tvm-ffi's
+//! blob's `_import_tree` (`__tvm_dev_mblob`, read by the classic crate's `module::blob`) and tvm-ffi's
 //! `__tvm_ffi__library_bin` ([`super::library_bin`]) write the same CSR arrays, row pointers
 //! then child indices, over modules numbered from the root, 0.
 //!

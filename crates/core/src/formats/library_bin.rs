@@ -5,7 +5,7 @@
 //! `export_library` of TVM v0.22 and later (tvm-ffi's module system) links into the shared library
 //! a read-only data symbol `__tvm_ffi__library_bin` (v0.21 spelled it `__tvm_ffi_library_bin`,
 //! one underscore; v0.20 and earlier carried `__tvm_dev_mblob` of the classic runtime, which
-//! [`crate::module::blob`] reads). When present, tvm-ffi's `CreateLibraryModule` rebuilds the module
+//! the classic crate's `module::blob` reads). When present, tvm-ffi's `CreateLibraryModule` rebuilds the module
 //! tree from it; without it the library is one plain library module. A system library embeds the
 //! same bytes and hands them over at start-up instead.
 //!
