@@ -5,6 +5,7 @@
 //! an exception class. The thread-local slot lives here (not in `ffi`) because the core needs it
 //! too: the thread pool reads the message a failing task left on its worker thread.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::ffi::CString;
 use std::fmt;
@@ -20,7 +21,7 @@ pub struct Error(Box<Repr>);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Repr {
     /// An error with a kind (`ValueError`) and a message.
-    Kind { kind: &'static str, msg: String },
+    Kind { kind: Cow<'static, str>, msg: String },
     /// A message that already carries its own `Kind: ` prefix (set by a C callback through
     /// `TVMAPISetLastError`); reported verbatim.
     Raw(String),
@@ -37,10 +38,34 @@ pub enum Repr {
 }
 
 impl Error {
+    /// An error of a given kind (`ValueError`, `TypeError`, `RuntimeError`, ...: what TVM's
+    /// and tvm-ffi's Python packages map to exception classes).
+    #[cold]
+    pub fn new(kind: impl Into<Cow<'static, str>>, msg: impl Into<String>) -> Self {
+        Error(Box::new(Repr::Kind { kind: kind.into(), msg: msg.into() }))
+    }
     /// An error of a given kind.
     #[cold]
     pub fn with_kind(kind: &'static str, msg: impl Into<String>) -> Self {
-        Error(Box::new(Repr::Kind { kind, msg: msg.into() }))
+        Error::new(kind, msg)
+    }
+    /// The kind (`TVMError` for a foreign message that names none, and for the pending marker).
+    pub fn kind(&self) -> &str {
+        match &*self.0 {
+            Repr::Kind { kind, .. } => kind,
+            Repr::Raw(m) => split_kind(m).0,
+            Repr::Python { msg, .. } => split_kind(msg).0,
+            Repr::AlreadySet => "TVMError",
+        }
+    }
+    /// The message, without its kind.
+    pub fn message(&self) -> &str {
+        match &*self.0 {
+            Repr::Kind { msg, .. } => msg,
+            Repr::Raw(m) => split_kind(m).1,
+            Repr::Python { msg, .. } => split_kind(msg).1,
+            Repr::AlreadySet => ALREADY_SET_TEXT,
+        }
     }
     /// The "frontend error already pending" marker (a callback returned -2).
     #[cold]
@@ -104,7 +129,7 @@ impl Error {
     pub fn context(self, ctx: impl fmt::Display) -> Self {
         match *self.0 {
             Repr::Python { obj, msg } => Error(Box::new(Repr::Python { obj, msg: format!("{ctx}: {msg}") })),
-            Repr::Kind { kind, msg } => Error::with_kind(kind, format!("{ctx}: {msg}")),
+            Repr::Kind { kind, msg } => Error::new(kind, format!("{ctx}: {msg}")),
             Repr::Raw(m) => {
                 let (kind, rest) = split_kind(&m);
                 Error::from_foreign(format!("{kind}: {ctx}: {rest}"))
@@ -137,7 +162,7 @@ impl fmt::Display for Error {
                 let (kind, rest) = split_kind(m);
                 write!(f, "{kind}: {rest}")
             }
-            Repr::AlreadySet => f.write_str("TVMError: a frontend error is pending"),
+            Repr::AlreadySet => write!(f, "TVMError: {ALREADY_SET_TEXT}"),
             Repr::Python { msg, .. } => f.write_str(msg),
         }
     }
@@ -168,6 +193,9 @@ pub fn panic_payload_text(payload: &(dyn std::any::Any + Send)) -> String {
 
 /// What `TVMGetLastError` reports while a Python exception is the last error (TVM returns NULL
 /// there; its Python reads `TVMGetLastPythonError` first).
+/// What the pending marker says where a text is wanted.
+const ALREADY_SET_TEXT: &str = "a frontend error is pending";
+
 pub(crate) const PYTHON_ERROR_TEXT: &str =
     "TVMError: a Python callback raised an exception (TVMGetLastPythonError returns it)";
 
@@ -273,6 +301,17 @@ mod tests {
         assert_eq!(Error::from_foreign("no kind here".into()).to_string(), "TVMError: no kind here");
         assert_eq!(Error::from_foreign("two words: x".into()).to_string(), "TVMError: two words: x");
         assert_eq!(Error::value("m").context("loading f").to_string(), "ValueError: loading f: m");
+    }
+
+    #[test]
+    fn kind_and_message_of_every_form() {
+        let parts = |e: &Error| (e.kind().to_owned(), e.message().to_owned());
+        assert_eq!(parts(&Error::new(String::from("ffi.Custom"), "m")), ("ffi.Custom".into(), "m".into()));
+        assert_eq!(parts(&Error::from_foreign("KeyError: x".into())), ("KeyError".into(), "x".into()));
+        assert_eq!(parts(&Error::from_foreign("no kind".into())), ("TVMError".into(), "no kind".into()));
+        assert_eq!(parts(&Error::already_set()), ("TVMError".into(), "a frontend error is pending".into()));
+        assert_eq!(Error::already_set().to_string(), "TVMError: a frontend error is pending");
+        assert_eq!(Error::new("RuntimeError", "m").context("c").to_string(), "RuntimeError: c: m");
     }
 
     #[test]

@@ -7,28 +7,31 @@ use super::{ti, TVMFFIByteArray};
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::ffi::c_void;
+use tvm_runtime_classic::error::Error;
 
 /// The result type of the tvm-ffi core.
 pub type FfiResult<T> = Result<T, FfiError>;
 
-/// An error of the tvm-ffi face: a kind and a message, or an `ffi.Error` object that travels
-/// unchanged (raised by a callee, keeping its backtrace, cause and context), or the marker that
-/// a frontend signal is pending (`-2`).
+/// An error of the tvm-ffi object model: the core's error (a kind and a message, or the marker
+/// that a frontend signal is pending, `-2`), or an `ffi.Error` object that travels unchanged
+/// (raised by a callee, keeping its backtrace, cause and context).
 #[derive(Debug, Clone)]
 pub struct FfiError(Box<Repr>);
 
 #[derive(Debug, Clone)]
 enum Repr {
-    New { kind: Cow<'static, str>, msg: String },
+    Core(Error),
     Object(ObjectRef),
-    EnvSignal,
 }
+
+/// What tvm-ffi calls the pending-signal marker.
+const ENV_SIGNAL_KIND: &str = "EnvErrorAlreadySet";
 
 impl FfiError {
     /// An error of `kind` (`ValueError`, `TypeError`, ...).
     #[cold]
     pub fn new(kind: impl Into<Cow<'static, str>>, msg: impl Into<String>) -> Self {
-        FfiError(Box::new(Repr::New { kind: kind.into(), msg: msg.into() }))
+        FfiError(Box::new(Repr::Core(Error::new(kind, msg))))
     }
     /// `ValueError`.
     #[cold]
@@ -60,13 +63,13 @@ impl FfiError {
     pub fn attribute(msg: impl Into<String>) -> Self {
         Self::new("AttributeError", msg)
     }
-    /// A frontend signal is pending (the callee returned -2).
+    /// A frontend signal is pending (the callee returned -2): the core's marker.
     pub fn env_signal() -> Self {
-        FfiError(Box::new(Repr::EnvSignal))
+        FfiError(Box::new(Repr::Core(Error::already_set())))
     }
     /// Whether this is the pending-signal marker.
     pub fn is_env_signal(&self) -> bool {
-        matches!(*self.0, Repr::EnvSignal)
+        matches!(&*self.0, Repr::Core(e) if e.is_already_set())
     }
     /// Wraps an `ffi.Error` object.
     pub fn from_object(o: ObjectRef) -> Self {
@@ -85,25 +88,25 @@ impl FfiError {
     /// The kind.
     pub fn kind(&self) -> String {
         match &*self.0 {
-            Repr::New { kind, .. } => kind.to_string(),
+            Repr::Core(e) if e.is_already_set() => ENV_SIGNAL_KIND.into(),
+            Repr::Core(e) => e.kind().to_owned(),
             Repr::Object(o) => String::from_utf8_lossy(cell_bytes(o, |c| c.kind)).into_owned(),
-            Repr::EnvSignal => "EnvErrorAlreadySet".into(),
         }
     }
     /// The message.
     pub fn message(&self) -> String {
         match &*self.0 {
-            Repr::New { msg, .. } => msg.clone(),
+            Repr::Core(e) if e.is_already_set() => String::new(),
+            Repr::Core(e) => e.message().to_owned(),
             Repr::Object(o) => String::from_utf8_lossy(cell_bytes(o, |c| c.message)).into_owned(),
-            Repr::EnvSignal => String::new(),
         }
     }
     /// The error as an `ffi.Error` object.
     pub fn into_object(self) -> ObjectRef {
         match *self.0 {
-            Repr::New { kind, msg } => make_error(&kind, &msg, "", None, None),
+            Repr::Core(e) if e.is_already_set() => make_error(ENV_SIGNAL_KIND, "", "", None, None),
+            Repr::Core(e) => make_error(e.kind(), e.message(), "", None, None),
             Repr::Object(o) => o,
-            Repr::EnvSignal => make_error("EnvErrorAlreadySet", "", "", None, None),
         }
     }
     /// Raises it on this thread; the return code to report (-1, or -2 for a pending signal).
@@ -122,13 +125,15 @@ impl std::fmt::Display for FfiError {
     }
 }
 
-impl From<tvm_runtime_classic::error::Error> for FfiError {
-    fn from(e: tvm_runtime_classic::error::Error) -> Self {
-        let text = e.to_string();
-        match text.split_once(": ") {
-            Some((k, m)) if !k.is_empty() && !k.contains(' ') => FfiError::new(k.to_string(), m.to_string()),
-            _ => FfiError::runtime(text),
+/// A core error is a tvm-ffi error as it is, its kind and message kept apart; but the classic
+/// API's "a frontend error is pending" (its `-2`) is not tvm-ffi's pending signal: it crosses as
+/// a `TVMError` saying so, as it always has.
+impl From<Error> for FfiError {
+    fn from(e: Error) -> Self {
+        if e.is_already_set() {
+            return FfiError::new("TVMError", e.message().to_owned());
         }
+        FfiError(Box::new(Repr::Core(e)))
     }
 }
 

@@ -189,6 +189,21 @@ fn errors_travel_as_objects() {
     assert!(error::take_raised().is_none());
 }
 
+#[test]
+fn core_errors_cross_with_their_kind() {
+    use tvm_runtime_classic::error::Error;
+    let parts = |e: FfiError| (e.kind(), e.message());
+    assert_eq!(parts(Error::key("k: v").into()), ("KeyError".into(), "k: v".into()));
+    assert_eq!(parts(Error::from_foreign("two words: x".into()).into()), ("TVMError".into(), "two words: x".into()));
+    // The classic API's pending frontend error is not tvm-ffi's pending signal.
+    let e: FfiError = Error::already_set().into();
+    assert!(!e.is_env_signal());
+    assert_eq!(parts(e), ("TVMError".into(), "a frontend error is pending".into()));
+    assert!(FfiError::env_signal().is_env_signal());
+    assert_eq!(parts(FfiError::env_signal()), ("EnvErrorAlreadySet".into(), String::new()));
+    assert_eq!(FfiError::env_signal().raise(), -2);
+}
+
 unsafe extern "C" fn first_arg_back(
     handle: *mut std::ffi::c_void,
     _args: *const TVMFFIAny,
