@@ -15,7 +15,7 @@ pub use tvm_runtime_classic::device::*;
 
 /// Installs the device APIs of this build's back ends in the core, and the loaders of their code
 /// in a v0.20+ library binary (idempotent).
-pub fn install_back_ends() {
+pub(crate) fn install_back_ends() {
     #[cfg(feature = "cuda")]
     {
         install(CUDA, &cuda::api::CUDA_API);

@@ -10,7 +10,7 @@ use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 
 /// The body of a function: reads borrowed arguments, writes the return value.
-pub type FuncBody = dyn Fn(&Args<'_>, &mut Value) -> Result<()> + Send + Sync;
+pub(crate) type FuncBody = dyn Fn(&Args<'_>, &mut Value) -> Result<()> + Send + Sync;
 
 /// A callable of the PackedFunc convention; cloning shares it.
 #[derive(Clone)]
@@ -69,7 +69,7 @@ impl PackedFunc {
     ///
     /// # Safety
     /// `h` is NULL or a live function handle.
-    pub unsafe fn from_handle(h: *mut c_void) -> Option<PackedFunc> {
+    pub(crate) unsafe fn from_handle(h: *mut c_void) -> Option<PackedFunc> {
         // SAFETY: per contract.
         unsafe { h.cast::<PackedFunc>().as_ref() }.cloned()
     }
@@ -87,7 +87,7 @@ impl PackedFunc {
 }
 
 /// The C callback signature `TVMPackedCFunc`.
-pub type CFunc = unsafe extern "C" fn(
+pub(crate) type CFunc = unsafe extern "C" fn(
     args: *mut crate::abi::TVMValue,
     codes: *mut c_int,
     n: c_int,
@@ -96,7 +96,7 @@ pub type CFunc = unsafe extern "C" fn(
 ) -> c_int;
 
 /// The finalizer signature `TVMPackedCFuncFinalizer`.
-pub type CFuncFinalizer = unsafe extern "C" fn(resource_handle: *mut c_void);
+pub(crate) type CFuncFinalizer = unsafe extern "C" fn(resource_handle: *mut c_void);
 
 /// A C callback's resource, finalized exactly once when the last copy goes.
 struct CResource {

@@ -109,7 +109,7 @@ pub fn get(name: &str) -> Option<PackedFunc> {
 
 /// The registry's own entry for `name`: valid for the life of the process, even after the name
 /// is overridden or removed.
-pub fn get_static(name: &str) -> Option<&'static PackedFunc> {
+pub(crate) fn get_static(name: &str) -> Option<&'static PackedFunc> {
     let m = registry().read();
     let e = m.get(name)?;
     e.borrowed.store(true, Ordering::Release);
@@ -143,7 +143,7 @@ pub fn list_names() -> Vec<String> {
 }
 
 /// The name of custom data type `code` (through the compiler's `runtime._datatype_get_type_name`).
-pub fn custom_type_name(code: u8) -> Result<String> {
+pub(crate) fn custom_type_name(code: u8) -> Result<String> {
     let f = get("runtime._datatype_get_type_name")
         .ok_or_else(|| Error::tvm("Function runtime._datatype_get_type_name not found"))?;
     f.call(&[Value::Int(i64::from(code))])?
@@ -152,7 +152,7 @@ pub fn custom_type_name(code: u8) -> Result<String> {
 }
 
 /// The code of custom data type `name` (through the compiler's `runtime._datatype_get_type_code`).
-pub fn custom_type_code(name: &str) -> Result<u8> {
+pub(crate) fn custom_type_code(name: &str) -> Result<u8> {
     let f = get("runtime._datatype_get_type_code")
         .ok_or_else(|| Error::tvm("Function runtime._datatype_get_type_code not found"))?;
     match f.call(&[Value::str(name.to_owned())])? {

@@ -13,9 +13,9 @@ pub const CODE_FLOAT: u8 = 2;
 /// `kDLOpaqueHandle`.
 pub const CODE_HANDLE: u8 = 3;
 /// `kDLBfloat`.
-pub const CODE_BFLOAT: u8 = 4;
+pub(crate) const CODE_BFLOAT: u8 = 4;
 /// First custom type code.
-pub const CODE_CUSTOM_BEGIN: u8 = 129;
+pub(crate) const CODE_CUSTOM_BEGIN: u8 = 129;
 
 /// Builds a data type.
 pub const fn dtype(code: u8, bits: u8, lanes: u16) -> DLDataType {

@@ -35,7 +35,7 @@ pub fn device(id: i32) -> Result<CUdevice> {
 }
 
 /// The primary context of device `id`.
-pub fn primary_context(id: i32) -> Result<CUcontext> {
+pub(crate) fn primary_context(id: i32) -> Result<CUcontext> {
     let known = |v: &[(i32, usize)]| v.iter().find(|(d, _)| *d == id).map(|&(_, c)| c as CUcontext);
     // `try_with`: workspace pools free their blocks during thread exit, after this may be gone.
     if let Some(c) = KNOWN_CONTEXTS.try_with(|k| known(&k.borrow())).ok().flatten() {
@@ -72,19 +72,19 @@ pub fn bind(id: i32) -> Result<()> {
 }
 
 /// The thread's current device, with its context made current (launches, pinned memory).
-pub fn bind_current() -> Result<i32> {
+pub(crate) fn bind_current() -> Result<i32> {
     let id = current_device();
     bind(id)?;
     Ok(id)
 }
 
 /// The thread's current device id.
-pub fn current_device() -> i32 {
+pub(crate) fn current_device() -> i32 {
     CURRENT.with(Cell::get)
 }
 
 /// The thread's launch stream (NULL: the legacy default stream).
-pub fn current_stream() -> CUstream {
+pub(crate) fn current_stream() -> CUstream {
     STREAM.with(Cell::get) as CUstream
 }
 
@@ -97,7 +97,7 @@ fn attribute(dev: CUdevice, attr: sys::CUdevice_attribute) -> Result<i64> {
 }
 
 /// `"<major>.<minor>"` and `major * 10 + minor` of device `id`.
-pub fn compute_capability(id: i32) -> Result<(String, u32)> {
+pub(crate) fn compute_capability(id: i32) -> Result<(String, u32)> {
     use sys::CUdevice_attribute as A;
     let d = device(id)?;
     let major = attribute(d, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
@@ -372,7 +372,7 @@ fn with_pool<T>(device_type: i32, f: impl FnOnce(&mut WorkspacePool, &CudaAlloc)
 }
 
 /// `runtime.GetCudaFreeMemory`: free and total memory of the thread's current device.
-pub fn free_memory_text() -> Result<String> {
+pub(crate) fn free_memory_text() -> Result<String> {
     bind_current()?;
     let (mut free, mut total) = (0usize, 0usize);
     // SAFETY: a context is current; out-pointers.

@@ -19,7 +19,7 @@ use tvm_runtime_classic::error::{Error, Result};
 pub use sys::{CUcontext, CUdevice, CUdeviceptr, CUevent, CUfunction, CUmodule, CUresult, CUstream};
 
 /// Every driver entry point the runtime calls (the `_v2` names where they exist).
-pub const REQUIRED: &[&str] = &[
+pub(crate) const REQUIRED: &[&str] = &[
     "cuInit",
     "cuDriverGetVersion",
     "cuDeviceGetCount",
@@ -146,7 +146,7 @@ pub fn ready() -> Result<()> {
 }
 
 /// Whether the driver is ready (opens it on first use; never an error).
-pub fn is_ready() -> bool {
+pub(crate) fn is_ready() -> bool {
     ready().is_ok()
 }
 
@@ -163,7 +163,7 @@ pub fn error_name(r: CUresult) -> String {
 }
 
 /// `cuGetErrorString`, or the name.
-pub fn error_string(r: CUresult) -> String {
+pub(crate) fn error_string(r: CUresult) -> String {
     let mut p: *const c_char = std::ptr::null();
     // SAFETY: the driver library is loaded whenever a CUresult exists (cuInit included); `p`
     // is an out-pointer to a static string.
@@ -186,7 +186,7 @@ pub fn check(r: CUresult) -> Result<()> {
 /// For the errors a faulting kernel leaves behind (sticky: the context cannot be used
 /// again), a note saying so, naming the last kernel this thread launched and its device;
 /// otherwise empty.
-pub fn sticky_note(r: CUresult) -> String {
+pub(crate) fn sticky_note(r: CUresult) -> String {
     use CUresult::*;
     let sticky = matches!(
         r,
@@ -215,7 +215,7 @@ pub fn sticky_note(r: CUresult) -> String {
 
 /// [`check`] with what was asked: `CUDA: <error string> (<what>: <name>)`, e.g. the size and
 /// device of an allocation the driver refused.
-pub fn check_with(r: CUresult, what: impl FnOnce() -> String) -> Result<()> {
+pub(crate) fn check_with(r: CUresult, what: impl FnOnce() -> String) -> Result<()> {
     if r == CUresult::CUDA_SUCCESS {
         Ok(())
     } else {
@@ -224,7 +224,7 @@ pub fn check_with(r: CUresult, what: impl FnOnce() -> String) -> Result<()> {
 }
 
 /// Driver-call check: `CUDAError: <call> failed with error: <name>`.
-pub fn check_call(r: CUresult, call: &str) -> Result<()> {
+pub(crate) fn check_call(r: CUresult, call: &str) -> Result<()> {
     if r == CUresult::CUDA_SUCCESS {
         Ok(())
     } else {
@@ -233,7 +233,7 @@ pub fn check_call(r: CUresult, call: &str) -> Result<()> {
 }
 
 /// Whether a result is `CUDA_ERROR_DEINITIALIZED` (ignored in teardown paths).
-pub fn is_deinitialized(r: CUresult) -> bool {
+pub(crate) fn is_deinitialized(r: CUresult) -> bool {
     r == CUresult::CUDA_ERROR_DEINITIALIZED
 }
 

@@ -253,7 +253,7 @@ thread_local! {
 }
 
 /// The kernel this thread last launched and its device, if any.
-pub fn last_kernel() -> Option<(String, i32)> {
+pub(crate) fn last_kernel() -> Option<(String, i32)> {
     LAST_KERNEL.with(|l| {
         let l = l.borrow();
         (!l.0.is_empty()).then(|| l.clone())
@@ -261,7 +261,7 @@ pub fn last_kernel() -> Option<(String, i32)> {
 }
 
 /// TVM's launch error text (without the PTX source).
-pub fn launch_error(result_name: &str, d: &kernel::LaunchDims, kernel: &str) -> String {
+pub(crate) fn launch_error(result_name: &str, d: &kernel::LaunchDims, kernel: &str) -> String {
     format!(
         "CUDALaunch Error: {result_name}\n grid=({},{},{}),  block=({},{},{})\n// func_name={kernel}",
         d.grid[0], d.grid[1], d.grid[2], d.block[0], d.block[1], d.block[2]
@@ -368,7 +368,7 @@ pub fn image_archs(data: &[u8]) -> Vec<Arch> {
 
 /// Whether some piece of the image can run on an `sm_<device>` GPU: PTX for the same or an
 /// older architecture, or a cubin of the same major version and an older or equal minor.
-pub fn runs_on(archs: &[Arch], device: u32) -> bool {
+pub(crate) fn runs_on(archs: &[Arch], device: u32) -> bool {
     archs.iter().any(|a| match *a {
         Arch::Ptx(n) => n <= device,
         Arch::Sass(n) => n / 10 == device / 10 && n <= device,

@@ -43,7 +43,7 @@ pub fn workspace() -> Result<&'static Workspace> {
 }
 
 /// The workspace if it was set up already (never initialises one).
-pub fn workspace_if_ready() -> Result<&'static Workspace> {
+pub(crate) fn workspace_if_ready() -> Result<&'static Workspace> {
     match WORKSPACE.get() {
         Some(Ok(w)) => Ok(w),
         _ => Err(Error::tvm("No OpenCL device")),
@@ -171,7 +171,7 @@ impl Workspace {
     }
 
     /// A string describing device `id` for cache keys: name, versions, driver.
-    pub fn device_desc(&self, id: i32) -> Result<String> {
+    pub(crate) fn device_desc(&self, id: i32) -> Result<String> {
         let d = self.device(id)?;
         let q = |p| info_string(self.drv.GetDeviceInfo, d, p).unwrap_or_default();
         Ok(format!(
@@ -186,7 +186,7 @@ impl Workspace {
 
 /// What an OpenCL data pointer points to: the `cl_mem` first.
 #[repr(C)]
-pub struct BufferDesc {
+pub(crate) struct BufferDesc {
     /// The buffer.
     pub buffer: Handle,
     /// 0: 1-D buffer (the only layout this runtime makes).
@@ -199,7 +199,7 @@ thread_local! {
 }
 
 /// The calling thread's OpenCL device id.
-pub fn thread_device() -> i32 {
+pub(crate) fn thread_device() -> i32 {
     THREAD_DEVICE.with(Cell::get)
 }
 

@@ -15,40 +15,40 @@ pub type Handle = *mut c_void;
 /// `CL_SUCCESS`.
 pub const SUCCESS: i32 = 0;
 /// `CL_DEVICE_TYPE_CPU`.
-pub const DEVICE_TYPE_CPU: u64 = 2;
+pub(crate) const DEVICE_TYPE_CPU: u64 = 2;
 /// `CL_DEVICE_TYPE_GPU`.
-pub const DEVICE_TYPE_GPU: u64 = 4;
+pub(crate) const DEVICE_TYPE_GPU: u64 = 4;
 /// `CL_MEM_READ_WRITE`.
-pub const MEM_READ_WRITE: u64 = 1;
+pub(crate) const MEM_READ_WRITE: u64 = 1;
 /// `CL_PLATFORM_NAME`.
-pub const PLATFORM_NAME: u32 = 0x0902;
+pub(crate) const PLATFORM_NAME: u32 = 0x0902;
 /// `CL_PLATFORM_VERSION`.
-pub const PLATFORM_VERSION: u32 = 0x0901;
+pub(crate) const PLATFORM_VERSION: u32 = 0x0901;
 /// `CL_DEVICE_MAX_COMPUTE_UNITS`.
-pub const DEVICE_MAX_COMPUTE_UNITS: u32 = 0x1002;
+pub(crate) const DEVICE_MAX_COMPUTE_UNITS: u32 = 0x1002;
 /// `CL_DEVICE_MAX_WORK_GROUP_SIZE`.
-pub const DEVICE_MAX_WORK_GROUP_SIZE: u32 = 0x1004;
+pub(crate) const DEVICE_MAX_WORK_GROUP_SIZE: u32 = 0x1004;
 /// `CL_DEVICE_MAX_WORK_ITEM_SIZES`.
-pub const DEVICE_MAX_WORK_ITEM_SIZES: u32 = 0x1005;
+pub(crate) const DEVICE_MAX_WORK_ITEM_SIZES: u32 = 0x1005;
 /// `CL_DEVICE_MAX_CLOCK_FREQUENCY`.
-pub const DEVICE_MAX_CLOCK_FREQUENCY: u32 = 0x100C;
+pub(crate) const DEVICE_MAX_CLOCK_FREQUENCY: u32 = 0x100C;
 /// `CL_DEVICE_LOCAL_MEM_SIZE`.
-pub const DEVICE_LOCAL_MEM_SIZE: u32 = 0x1023;
+pub(crate) const DEVICE_LOCAL_MEM_SIZE: u32 = 0x1023;
 /// `CL_DEVICE_NAME`.
-pub const DEVICE_NAME: u32 = 0x102B;
+pub(crate) const DEVICE_NAME: u32 = 0x102B;
 /// `CL_DRIVER_VERSION`.
-pub const DRIVER_VERSION: u32 = 0x102D;
+pub(crate) const DRIVER_VERSION: u32 = 0x102D;
 /// `CL_DEVICE_VERSION`.
-pub const DEVICE_VERSION: u32 = 0x102F;
+pub(crate) const DEVICE_VERSION: u32 = 0x102F;
 /// `CL_PROGRAM_BUILD_LOG`.
-pub const PROGRAM_BUILD_LOG: u32 = 0x1183;
+pub(crate) const PROGRAM_BUILD_LOG: u32 = 0x1183;
 /// `CL_PROGRAM_BINARY_SIZES`.
-pub const PROGRAM_BINARY_SIZES: u32 = 0x1165;
+pub(crate) const PROGRAM_BINARY_SIZES: u32 = 0x1165;
 /// `CL_PROGRAM_BINARIES`.
-pub const PROGRAM_BINARIES: u32 = 0x1166;
+pub(crate) const PROGRAM_BINARIES: u32 = 0x1166;
 
-pub type InfoFn = unsafe extern "system" fn(Handle, u32, usize, *mut c_void, *mut usize) -> i32;
-pub type BuildNotify = Option<unsafe extern "system" fn(Handle, *mut c_void)>;
+pub(crate) type InfoFn = unsafe extern "system" fn(Handle, u32, usize, *mut c_void, *mut usize) -> i32;
+pub(crate) type BuildNotify = Option<unsafe extern "system" fn(Handle, *mut c_void)>;
 
 /// The entry points, resolved all at once. Field names are the C names without `cl`.
 #[allow(non_snake_case, reason = "the OpenCL names")]

@@ -28,7 +28,7 @@ use tvm_runtime_classic::value::Args;
 const DELIMITER: &str = "// Function: ";
 
 /// Splits kernel-delimited source into (name, piece) pairs.
-pub fn split_kernels(source: &str) -> Vec<(String, String)> {
+pub(crate) fn split_kernels(source: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut pos = match source.find(DELIMITER) {
         Some(p) => p,
@@ -424,12 +424,12 @@ fn cache_slot() -> &'static RwLock<Option<PathBuf>> {
 }
 
 /// Sets (or, with `None`, turns off) the directory of the program binary cache.
-pub fn set_cache_dir(dir: Option<PathBuf>) {
+pub(crate) fn set_cache_dir(dir: Option<PathBuf>) {
     *cache_slot().write() = dir;
 }
 
 /// The cache directory, if caching is on.
-pub fn cache_dir() -> Option<PathBuf> {
+pub(crate) fn cache_dir() -> Option<PathBuf> {
     cache_slot().read().clone()
 }
 

@@ -88,19 +88,19 @@ use tvm_runtime_classic::io::{Reader, Writer};
 use tvm_runtime_classic::ndarray::serialize::{read_record, NDARRAY_MAGIC};
 
 /// Magic of v0.21 and v0.22 executables (no memory-scope section).
-pub const MAGIC_V1: u64 = 0xD225_DE2F_4214_151D;
+pub(crate) const MAGIC_V1: u64 = 0xD225_DE2F_4214_151D;
 /// Magic of v0.23 and later executables.
-pub const MAGIC_V2: u64 = 0xD225_DE2F_4214_151E;
+pub(crate) const MAGIC_V2: u64 = 0xD225_DE2F_4214_151E;
 /// The version string every Relax executable carries.
 pub const VERSION: &str = "0.14";
 /// The largest register file a function may declare (as the Relay VM's loader).
 pub const MAX_REGISTERS: i64 = 1 << 20;
 /// The first special register number.
-pub const BEGIN_SPECIAL_REG: i64 = 1 << 54;
+pub(crate) const BEGIN_SPECIAL_REG: i64 = 1 << 54;
 /// The void register.
-pub const VOID_REGISTER: i64 = BEGIN_SPECIAL_REG;
+pub(crate) const VOID_REGISTER: i64 = BEGIN_SPECIAL_REG;
 /// The register that reads as the VM itself.
-pub const VM_REGISTER: i64 = BEGIN_SPECIAL_REG + 1;
+pub(crate) const VM_REGISTER: i64 = BEGIN_SPECIAL_REG + 1;
 
 /// How constants are tagged: which TVM wrote the executable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,7 +113,7 @@ pub enum Dialect {
 }
 
 /// The classic runtime's constant codes (TVM v0.14-v0.20 `relax_vm/executable.cc`).
-pub mod classic_tag {
+pub(crate) mod classic_tag {
     /// `NDArray`.
     pub const TENSOR: i32 = 0;
     /// `DLDataType`.
@@ -147,13 +147,13 @@ pub mod tag {
 /// Opcodes.
 pub mod opcode {
     /// Call a function.
-    pub const CALL: i64 = 1;
+    pub(crate) const CALL: i64 = 1;
     /// Return a register.
-    pub const RET: i64 = 2;
+    pub(crate) const RET: i64 = 2;
     /// Relative jump.
-    pub const GOTO: i64 = 3;
+    pub(crate) const GOTO: i64 = 3;
     /// Conditional relative jump.
-    pub const IF: i64 = 4;
+    pub(crate) const IF: i64 = 4;
 }
 
 /// What a function-table entry is.
@@ -550,7 +550,7 @@ impl Executable {
 
     /// Reads and checks a serialized executable of TVM v0.14-v0.20 (the string inside the
     /// `relax.Executable` entry of `__tvm_dev_mblob`).
-    pub fn load_classic(bytes: &[u8]) -> Result<Executable> {
+    pub(crate) fn load_classic(bytes: &[u8]) -> Result<Executable> {
         Self::load_as(bytes, Dialect::Classic)
     }
 

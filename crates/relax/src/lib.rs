@@ -22,9 +22,9 @@ pub mod executable;
 /// `__tvm_ffi__library_bin`, now part of the core: [`tvm_runtime_classic::module::library_bin`].
 pub use tvm_runtime_classic::module::library_bin as format;
 pub mod kv;
-pub mod kv_cache;
+pub(crate) mod kv_cache;
 pub mod objects;
-pub mod py_func;
+pub(crate) mod py_func;
 pub mod sampling;
 pub mod tensor_cache;
 pub mod text;

@@ -23,13 +23,13 @@ fn type_index(key: &'static str, cell: &'static OnceLock<i32>) -> i32 {
 }
 
 /// The type index of `vm.Storage`.
-pub fn storage_index() -> i32 {
+pub(crate) fn storage_index() -> i32 {
     static I: OnceLock<i32> = OnceLock::new();
     type_index("vm.Storage", &I)
 }
 
 /// The type index of `relax.vm.Closure`.
-pub fn closure_index() -> i32 {
+pub(crate) fn closure_index() -> i32 {
     static I: OnceLock<i32> = OnceLock::new();
     type_index("relax.vm.Closure", &I)
 }
@@ -84,7 +84,7 @@ pub fn alloc_storage(alloc: &Arc<Allocator>, nbytes: usize, dtype_hint: DLDataTy
 
 /// The payload of a storage object, or a type error naming `what`.
 #[inline]
-pub fn as_storage<'a>(o: &'a ObjectRef, what: &str) -> FfiResult<&'a Storage> {
+pub(crate) fn as_storage<'a>(o: &'a ObjectRef, what: &str) -> FfiResult<&'a Storage> {
     if o.type_index() != storage_index() {
         return Err(FfiError::type_error(format!(
             "{what}: expected vm.Storage but got {}",
@@ -120,20 +120,20 @@ pub struct Closure {
 }
 
 /// A new closure.
-pub fn make_closure(func_name: &str, imp: ObjectRef) -> ObjectRef {
+pub(crate) fn make_closure(func_name: &str, imp: ObjectRef) -> ObjectRef {
     make_object(closure_index(), Closure { func_name: func_name.to_owned(), imp })
 }
 
 /// The payload of a closure object, if it is one.
 #[inline]
-pub fn as_closure(o: &ObjectRef) -> Option<&Closure> {
+pub(crate) fn as_closure(o: &ObjectRef) -> Option<&Closure> {
     // SAFETY: objects of this type index are made by `make_closure` with this payload.
     (o.type_index() == closure_index()).then(|| unsafe { o.payload::<Closure>() })
 }
 
 /// A function that calls `func` with `last` appended to its arguments
 /// (`VMClosure::BindLastArgs`).
-pub fn bind_last_args(func: ObjectRef, last: Vec<Any>) -> ObjectRef {
+pub(crate) fn bind_last_args(func: ObjectRef, last: Vec<Any>) -> ObjectRef {
     let last = crate::vm::SendAnys(last);
     tvm_runtime_tvm_ffi::function::from_fn(move |args| {
         let last = last.items();
@@ -148,7 +148,7 @@ pub fn bind_last_args(func: ObjectRef, last: Vec<Any>) -> ObjectRef {
 /// Objects it lets go of (replaced, removed, cleared) are released after its lock is: releasing
 /// one may run host code (a tensor's deleter, a Python function's) that uses the table again.
 #[derive(Default)]
-pub struct NamedObjects(Mutex<Option<HashMap<String, ObjectRef>>>);
+pub(crate) struct NamedObjects(Mutex<Option<HashMap<String, ObjectRef>>>);
 
 impl NamedObjects {
     /// An empty table.
@@ -176,7 +176,7 @@ impl NamedObjects {
     }
 
     /// Sets every name of `items`, replacing those there.
-    pub fn insert_all(&self, items: impl IntoIterator<Item = (String, ObjectRef)>) {
+    pub(crate) fn insert_all(&self, items: impl IntoIterator<Item = (String, ObjectRef)>) {
         let old: Vec<ObjectRef> = {
             let mut t = self.0.lock();
             let t = t.get_or_insert_with(HashMap::new);

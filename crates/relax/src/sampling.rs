@@ -168,7 +168,7 @@ pub fn top_p_from_logits(logits: &[f32], temperature: f64, top_p: f64, u: f64) -
 
 /// `SampleTopPFromProb`: as above over probabilities, first among those at least
 /// `top_p / 1024` (enough whenever they reach `top_p`), else over all of them.
-pub fn top_p_from_prob(prob: &[f32], top_p: f64, u: f64) -> FfiResult<i64> {
+pub(crate) fn top_p_from_prob(prob: &[f32], top_p: f64, u: f64) -> FfiResult<i64> {
     let with_cutoff = |cutoff: f32| -> Option<i64> {
         let mut data: Vec<(f32, i64)> =
             prob.iter().enumerate().filter(|(_, &p)| p >= cutoff).map(|(i, &p)| (p, i as i64)).collect();
@@ -210,7 +210,7 @@ pub fn top_p_from_prob(prob: &[f32], top_p: f64, u: f64) -> FfiResult<i64> {
 
 /// `ApplySoftmaxWithTemperature` on one row, in place (TVM's online softmax, its running
 /// maximum starting at `FLT_MIN`).
-pub fn softmax_with_temperature(row: &mut [f32], temperature: f64) {
+pub(crate) fn softmax_with_temperature(row: &mut [f32], temperature: f64) {
     let inv = (1.0 / temperature) as f32;
     let mut m = f32::MIN_POSITIVE;
     let mut d = 0f64;

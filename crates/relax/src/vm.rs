@@ -28,7 +28,7 @@ use tvm_runtime_tvm_ffi::{function, module, registry, ti, types, FfiError, FfiRe
 
 /// Owned values shared between threads: tvm-ffi objects have atomic reference counts, and the
 /// VM never mutates a pooled value in place.
-pub struct SendAnys(pub Vec<Any>);
+pub(crate) struct SendAnys(pub Vec<Any>);
 
 impl SendAnys {
     /// The values.
@@ -96,7 +96,7 @@ thread_local! {
 }
 
 /// Marks a machine as running on this thread while alive.
-pub struct ActiveGuard(());
+pub(crate) struct ActiveGuard(());
 
 impl ActiveGuard {
     /// Marks `rt` running until the guard drops.
@@ -119,7 +119,7 @@ impl Drop for ActiveGuard {
 /// The reference is valid for the duration of the builtin call that received the pointer: the
 /// running call holds the machine.
 #[inline]
-pub fn from_ctx<'a>(v: &TVMFFIAny, what: &str) -> FfiResult<&'a Runtime> {
+pub(crate) fn from_ctx<'a>(v: &TVMFFIAny, what: &str) -> FfiResult<&'a Runtime> {
     let p = match v.type_index {
         ti::OPAQUE_PTR => v.bits() as usize,
         t => {
@@ -269,7 +269,7 @@ fn vmtir_impl(exe: &Executable, fidx: usize, imports: &[ObjectRef]) -> FfiResult
 
 /// `ConvertObjectToDevice`: tensors not on `dev` are copied there, arrays element by element;
 /// everything else is kept.
-pub fn convert_to_device(v: &Any, dev: DLDevice) -> FfiResult<Any> {
+pub(crate) fn convert_to_device(v: &Any, dev: DLDevice) -> FfiResult<Any> {
     let Some(o) = v.as_object() else { return Ok(v.clone()) };
     if o.type_index() == ti::TENSOR {
         // SAFETY: a live tensor.
@@ -293,7 +293,7 @@ pub use tvm_runtime_tvm_ffi::tensor::copy_tensor_to;
 
 /// `ConvertArgToDevice`: like [`convert_to_device`], and a `DLTensor*` is always copied into a
 /// tensor of the machine's.
-pub fn convert_arg_to_device(v: &TVMFFIAny, dev: DLDevice) -> FfiResult<Any> {
+pub(crate) fn convert_arg_to_device(v: &TVMFFIAny, dev: DLDevice) -> FfiResult<Any> {
     if v.type_index == ti::DLTENSOR_PTR {
         let p = v.bits() as *const tvm_runtime_classic::abi::DLTensor;
         // SAFETY: a DLTensor* view points to a valid tensor (or is null).
@@ -312,12 +312,12 @@ impl Runtime {
     }
 
     /// The pool entry of function `i` (a function or a closure).
-    pub fn pooled_function(&self, i: usize) -> &Any {
+    pub(crate) fn pooled_function(&self, i: usize) -> &Any {
         &self.func_pool.0[i]
     }
 
     /// Sets (or clears) the instrument called around every call instruction.
-    pub fn set_instrument(&self, f: Option<ObjectRef>) {
+    pub(crate) fn set_instrument(&self, f: Option<ObjectRef>) {
         self.has_instrument.store(f.is_some(), Ordering::Release);
         *self.instrument.write() = f;
     }
@@ -341,7 +341,7 @@ impl Runtime {
 
     /// `InvokeBytecode`: runs bytecode function `fidx` with views of its arguments.
     #[inline]
-    pub fn invoke_bytecode(&self, fidx: usize, args: &[TVMFFIAny]) -> FfiResult<Any> {
+    pub(crate) fn invoke_bytecode(&self, fidx: usize, args: &[TVMFFIAny]) -> FfiResult<Any> {
         let f = self.exe.functions.get(fidx).ok_or_else(|| FfiError::index(format!("no function {fidx}")))?;
         if f.kind != FuncKind::Vm {
             return Err(FfiError::value(format!("{} is a {} function, not bytecode", f.name, f.kind.name())));
@@ -515,6 +515,3 @@ impl Runtime {
         Ok(ret)
     }
 }
-
-/// The default allocator kind of `VirtualMachine(...)` (pooled).
-pub const DEFAULT_ALLOCATOR: i64 = AllocatorKind::Pooled as i64;

@@ -138,7 +138,7 @@ struct VmState {
 }
 
 /// The `relax.VirtualMachine` module.
-pub struct VmModule {
+pub(crate) struct VmModule {
     exe: Arc<Executable>,
     exec_mod: ObjectRef,
     rt: RwLock<Option<Arc<Runtime>>>,

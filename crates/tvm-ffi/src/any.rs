@@ -285,7 +285,7 @@ impl Any {
         }
     }
     /// The device, if this is one.
-    pub fn as_device(&self) -> Option<DLDevice> {
+    pub(crate) fn as_device(&self) -> Option<DLDevice> {
         if self.0.type_index == ti::DEVICE {
             // SAFETY: the union is read as the variant the type index names.
             Some(unsafe { self.0.v.v_device })
@@ -294,7 +294,7 @@ impl Any {
         }
     }
     /// The data type, if this is one.
-    pub fn as_dtype(&self) -> Option<DLDataType> {
+    pub(crate) fn as_dtype(&self) -> Option<DLDataType> {
         if self.0.type_index == ti::DATA_TYPE {
             // SAFETY: as above.
             Some(unsafe { self.0.v.v_dtype })

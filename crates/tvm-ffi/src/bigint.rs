@@ -33,7 +33,7 @@ fn normalize(words: &[i64]) -> &[i64] {
 
 /// The canonical integer of `words` (least significant first): an int cell when it fits, else
 /// an `ffi.BigInt`.
-pub fn from_words(words: &[i64]) -> Any {
+pub(crate) fn from_words(words: &[i64]) -> Any {
     let w = normalize(words);
     match w.len() {
         0 => Any::int(0),
@@ -128,7 +128,7 @@ pub fn compare(a: &[i64], b: &[i64]) -> Ordering {
 }
 
 /// `BigInt::hash`: the value itself for an int, `StableHashBytes` of the words otherwise.
-pub fn hash_words(w: &[i64]) -> u64 {
+pub(crate) fn hash_words(w: &[i64]) -> u64 {
     let w = normalize(w);
     if w.len() <= 1 {
         return w.first().copied().unwrap_or(0) as u64;
@@ -138,7 +138,7 @@ pub fn hash_words(w: &[i64]) -> u64 {
 }
 
 /// Decimal text of a word string.
-pub fn to_decimal(w: &[i64]) -> String {
+pub(crate) fn to_decimal(w: &[i64]) -> String {
     let w = normalize(w);
     let neg = w.last().is_some_and(|&x| x < 0);
     // Magnitude as unsigned words: negate the two's complement when negative.
@@ -179,7 +179,7 @@ pub fn to_decimal(w: &[i64]) -> String {
 }
 
 /// Parses decimal text (an optional sign, then digits only) into words.
-pub fn from_decimal(text: &str) -> FfiResult<Vec<i64>> {
+pub(crate) fn from_decimal(text: &str) -> FfiResult<Vec<i64>> {
     let bad = || FfiError::value("Invalid decimal string for ffi.BigInt");
     let (neg, digits) = match text.as_bytes().first() {
         Some(b'-') => (true, &text[1..]),
@@ -284,7 +284,7 @@ fn register_attrs() -> FfiResult<()> {
 }
 
 /// An `ffi.BigInt` object's words (for objects this library did not make, too).
-pub fn object_words(o: &ObjectRef) -> Option<Vec<i64>> {
+pub(crate) fn object_words(o: &ObjectRef) -> Option<Vec<i64>> {
     let cell = TVMFFIAny::with_bits(o.type_index(), o.as_ptr() as u64);
     // SAFETY: `o` keeps the object alive while we copy.
     unsafe { words(&cell) }.map(|w| w.to_vec())

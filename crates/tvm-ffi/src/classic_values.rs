@@ -20,7 +20,7 @@ use tvm_runtime_classic::value::Value;
 
 /// A classic plain value (none, numbers, pointers, data types, devices, strings, bytes) as a
 /// tvm-ffi one; `None` for the others (objects, modules, functions, tensors).
-pub fn scalar_to_ffi(v: &Value) -> Option<Any> {
+pub(crate) fn scalar_to_ffi(v: &Value) -> Option<Any> {
     Some(match v {
         Value::Null => Any::none(),
         Value::Int(i) | Value::UInt(i) => Any::int(*i),
@@ -35,7 +35,7 @@ pub fn scalar_to_ffi(v: &Value) -> Option<Any> {
 }
 
 /// A device attribute as a tvm-ffi value (None: no answer).
-pub fn attr_to_any(a: Attr) -> Any {
+pub(crate) fn attr_to_any(a: Attr) -> Any {
     match a {
         Attr::Null => Any::none(),
         Attr::Int(i) => Any::int(i),
@@ -47,7 +47,7 @@ pub fn attr_to_any(a: Attr) -> Any {
 /// Argument `i` of a call to classic function `name` (a tvm-ffi view, borrowed for the call) as a
 /// classic value: plain values as they are, tensors as `DLTensor` pointers, strings and bytes
 /// copied.
-pub fn view_to_classic(name: &str, i: usize, v: &TVMFFIAny) -> FfiResult<Value> {
+pub(crate) fn view_to_classic(name: &str, i: usize, v: &TVMFFIAny) -> FfiResult<Value> {
     Ok(match v.type_index {
         ti::NONE => Value::Null,
         ti::INT | ti::BOOL => Value::Int(v.bits() as i64),
@@ -82,7 +82,7 @@ pub fn view_to_classic(name: &str, i: usize, v: &TVMFFIAny) -> FfiResult<Value> 
 }
 
 /// The result of classic function `name` as a tvm-ffi value: only plain values cross.
-pub fn plain_to_ffi(name: &str, v: Value) -> FfiResult<Any> {
+pub(crate) fn plain_to_ffi(name: &str, v: Value) -> FfiResult<Any> {
     scalar_to_ffi(&v)
         .ok_or_else(|| FfiError::type_error(format!("{name}: its result cannot be returned through tvm-ffi")))
 }
@@ -93,7 +93,7 @@ pub fn ffi_err(e: FfiError) -> Error {
 }
 
 /// A classic array as a tensor over the same memory (its data type as it is).
-pub fn tensor_of(a: &NDArray) -> Result<FfiObject> {
+pub(crate) fn tensor_of(a: &NDArray) -> Result<FfiObject> {
     let m = a.to_dlpack();
     // SAFETY: a fresh managed tensor whose ownership moves in; on error it is still ours.
     match unsafe { tensor::from_dlpack(m, 0, false) } {

@@ -64,11 +64,11 @@ impl FfiError {
         Self::new("AttributeError", msg)
     }
     /// A frontend signal is pending (the callee returned -2): the core's marker.
-    pub fn env_signal() -> Self {
+    pub(crate) fn env_signal() -> Self {
         FfiError(Box::new(Repr::Core(Error::already_set())))
     }
     /// Whether this is the pending-signal marker.
-    pub fn is_env_signal(&self) -> bool {
+    pub(crate) fn is_env_signal(&self) -> bool {
         matches!(&*self.0, Repr::Core(e) if e.is_already_set())
     }
     /// Wraps an `ffi.Error` object.
@@ -139,7 +139,7 @@ impl From<Error> for FfiError {
 
 /// `TVMFFIErrorCell`.
 #[repr(C)]
-pub struct TVMFFIErrorCell {
+pub(crate) struct TVMFFIErrorCell {
     /// Kind.
     pub kind: TVMFFIByteArray,
     /// Message.
@@ -157,7 +157,7 @@ pub struct TVMFFIErrorCell {
 /// Replaces the `extra_context` of an `ffi.Error` object (made here or in C++: the cell follows
 /// the header either way), handing back the old one; what tvm-ffi's `UpdateVisitErrorContext`
 /// does in place.
-pub fn swap_extra_context(error: &ObjectRef, new: Option<ObjectRef>) -> FfiResult<Option<ObjectRef>> {
+pub(crate) fn swap_extra_context(error: &ObjectRef, new: Option<ObjectRef>) -> FfiResult<Option<ObjectRef>> {
     if error.type_index() != super::ti::ERROR {
         return Err(FfiError::type_error("expected an ffi.Error"));
     }
@@ -172,7 +172,7 @@ pub fn swap_extra_context(error: &ObjectRef, new: Option<ObjectRef>) -> FfiResul
 }
 
 /// The `extra_context` of an `ffi.Error` object (a new reference), if any.
-pub fn extra_context(error: &ObjectRef) -> Option<ObjectRef> {
+pub(crate) fn extra_context(error: &ObjectRef) -> Option<ObjectRef> {
     if error.type_index() != super::ti::ERROR {
         return None;
     }
@@ -185,7 +185,7 @@ pub fn extra_context(error: &ObjectRef) -> Option<ObjectRef> {
 
 /// The error object's payload: the cell, then the storage it points into.
 #[repr(C)]
-pub struct ErrorPayload {
+pub(crate) struct ErrorPayload {
     cell: TVMFFIErrorCell,
     kind: Box<[u8]>,
     message: Box<[u8]>,
@@ -227,7 +227,7 @@ unsafe extern "C" fn update_backtrace(obj: *mut c_void, bt: *const TVMFFIByteArr
 }
 
 /// Makes an `ffi.Error`.
-pub fn make_error(
+pub(crate) fn make_error(
     kind: &str,
     message: &str,
     backtrace: &str,
@@ -269,7 +269,8 @@ fn cell_bytes(o: &ObjectRef, pick: impl Fn(&TVMFFIErrorCell) -> TVMFFIByteArray)
 }
 
 /// The kind, message and backtrace of an error object.
-pub fn error_parts(o: &ObjectRef) -> (String, String, String) {
+#[cfg(test)]
+pub(crate) fn error_parts(o: &ObjectRef) -> (String, String, String) {
     let s = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     (s(cell_bytes(o, |c| c.kind)), s(cell_bytes(o, |c| c.message)), s(cell_bytes(o, |c| c.backtrace)))
 }

@@ -22,7 +22,7 @@ pub struct TVMFFIFunctionCell {
 }
 
 /// The body of a Rust function: borrowed argument views in, an owned value out.
-pub type RustFn = dyn Fn(&[TVMFFIAny]) -> FfiResult<Any> + Send + Sync;
+pub(crate) type RustFn = dyn Fn(&[TVMFFIAny]) -> FfiResult<Any> + Send + Sync;
 
 #[repr(C)]
 struct RustPayload {
@@ -52,7 +52,7 @@ impl Drop for ExternPayload {
 /// # Safety
 /// `args` points to `n` cells (or `n` is 0).
 #[inline]
-pub unsafe fn arg_slice<'a>(args: *const TVMFFIAny, n: i32) -> &'a [TVMFFIAny] {
+pub(crate) unsafe fn arg_slice<'a>(args: *const TVMFFIAny, n: i32) -> &'a [TVMFFIAny] {
     if n <= 0 || args.is_null() {
         &[]
     } else {
@@ -119,7 +119,7 @@ unsafe extern "C" fn symbol_safe_call(
 
 /// A function object calling a library's `TVMFFISafeCallType` symbol (with a NULL self handle,
 /// as TVM's library module does); it keeps `module` (and so the library) alive.
-pub fn from_symbol(call: SafeCall, module: ObjectRef) -> ObjectRef {
+pub(crate) fn from_symbol(call: SafeCall, module: ObjectRef) -> ObjectRef {
     make_object(
         ti::FUNCTION,
         SymbolPayload {

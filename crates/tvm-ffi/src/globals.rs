@@ -126,7 +126,7 @@ const PENDING: &[&str] = &[
 ];
 
 /// Checks the argument count of a global.
-pub fn expect_args(name: &str, args: &[TVMFFIAny], n: usize) -> FfiResult<()> {
+pub(crate) fn expect_args(name: &str, args: &[TVMFFIAny], n: usize) -> FfiResult<()> {
     if args.len() != n {
         return Err(FfiError::type_error(format!(
             "Mismatched number of arguments when calling: `{name}`. Expected {n} but got {} arguments",
@@ -165,12 +165,12 @@ static MISSING: std::sync::OnceLock<super::ObjectRef> = std::sync::OnceLock::new
 static KWARGS: std::sync::OnceLock<super::ObjectRef> = std::sync::OnceLock::new();
 
 /// The `MISSING` marker object (`ffi.GetInvalidObject`).
-pub fn missing_object() -> Any {
+pub(crate) fn missing_object() -> Any {
     singleton(&MISSING)
 }
 
 /// The `KWARGS` marker object (`ffi.GetKwargsObject`).
-pub fn kwargs_object() -> Any {
+pub(crate) fn kwargs_object() -> Any {
     singleton(&KWARGS)
 }
 

@@ -2,7 +2,7 @@
 
 /// tvm-ffi's `StableHashBytes`: what `ffi.Map` hashes string keys with (C++ code compiled against
 /// tvm-ffi's headers probes our maps inline, so the values must be the same).
-pub fn stable_hash_bytes(data: &[u8]) -> u64 {
+pub(crate) fn stable_hash_bytes(data: &[u8]) -> u64 {
     const MUL: u64 = 1_099_511_628_211;
     const MOD: u64 = 2_147_483_647;
     let mut result: u64 = 0;
@@ -22,7 +22,7 @@ pub fn stable_hash_bytes(data: &[u8]) -> u64 {
 
 /// libstdc++'s `std::hash<std::string_view>` (`_Hash_bytes`, seed 0xc70f6907): the
 /// `type_key_hash` of a type's info.
-pub fn std_hash_bytes(data: &[u8]) -> u64 {
+pub(crate) fn std_hash_bytes(data: &[u8]) -> u64 {
     const MUL: u64 = (0xc6a4_a793u64 << 32) + 0x5bd1_e995;
     fn shift_mix(v: u64) -> u64 {
         v ^ (v >> 47)

@@ -31,7 +31,7 @@ pub mod registry;
 pub mod runtime_api;
 pub mod serialization;
 pub mod string;
-pub mod structural;
+pub(crate) mod structural;
 pub mod tensor;
 pub mod types;
 
@@ -72,14 +72,14 @@ impl TVMFFIByteArray {
 }
 
 /// `kTVMFFIFieldFlagBitMaskHasDefault`.
-pub const FIELD_HAS_DEFAULT: i64 = 1 << 1;
+pub(crate) const FIELD_HAS_DEFAULT: i64 = 1 << 1;
 /// `kTVMFFIFieldFlagBitSetterIsFunctionObj`.
-pub const FIELD_SETTER_IS_FUNCTION_OBJ: i64 = 1 << 11;
+pub(crate) const FIELD_SETTER_IS_FUNCTION_OBJ: i64 = 1 << 11;
 
 /// tvm-ffi's static type indices (`TVMFFITypeIndex`).
 pub mod ti {
     /// `kTVMFFIAny`.
-    pub const ANY: i32 = -1;
+    pub(crate) const ANY: i32 = -1;
     /// `kTVMFFINone`.
     pub const NONE: i32 = 0;
     /// `kTVMFFIInt`.
@@ -97,19 +97,19 @@ pub mod ti {
     /// `kTVMFFIDLTensorPtr`.
     pub const DLTENSOR_PTR: i32 = 7;
     /// `kTVMFFIRawStr`.
-    pub const RAW_STR: i32 = 8;
+    pub(crate) const RAW_STR: i32 = 8;
     /// `kTVMFFIByteArrayPtr`.
-    pub const BYTE_ARRAY_PTR: i32 = 9;
+    pub(crate) const BYTE_ARRAY_PTR: i32 = 9;
     /// `kTVMFFIObjectRValueRef`.
-    pub const OBJECT_RVALUE_REF: i32 = 10;
+    pub(crate) const OBJECT_RVALUE_REF: i32 = 10;
     /// `kTVMFFISmallStr`.
     pub const SMALL_STR: i32 = 11;
     /// `kTVMFFISmallBytes`.
-    pub const SMALL_BYTES: i32 = 12;
+    pub(crate) const SMALL_BYTES: i32 = 12;
     /// `kTVMFFIUnchanged`.
-    pub const UNCHANGED: i32 = 13;
+    pub(crate) const UNCHANGED: i32 = 13;
     /// `kTVMFFIStaticObjectBegin`.
-    pub const STATIC_OBJECT_BEGIN: i32 = 64;
+    pub(crate) const STATIC_OBJECT_BEGIN: i32 = 64;
     /// `kTVMFFIObject`.
     pub const OBJECT: i32 = 64;
     /// `kTVMFFIStr`.
@@ -117,7 +117,7 @@ pub mod ti {
     /// `kTVMFFIBytes`.
     pub const BYTES: i32 = 66;
     /// `kTVMFFIError`.
-    pub const ERROR: i32 = 67;
+    pub(crate) const ERROR: i32 = 67;
     /// `kTVMFFIFunction`.
     pub const FUNCTION: i32 = 68;
     /// `kTVMFFIShape`.
@@ -135,16 +135,16 @@ pub mod ti {
     /// `kTVMFFIList`.
     pub const LIST: i32 = 75;
     /// `kTVMFFIDict`.
-    pub const DICT: i32 = 76;
+    pub(crate) const DICT: i32 = 76;
     /// `kTVMFFIVisitInterrupt`.
-    pub const VISIT_INTERRUPT: i32 = 77;
+    pub(crate) const VISIT_INTERRUPT: i32 = 77;
     /// `kTVMFFIBigInt`.
-    pub const BIG_INT: i32 = 78;
+    pub(crate) const BIG_INT: i32 = 78;
     /// `kTVMFFIDynObjectBegin`.
-    pub const DYN_OBJECT_BEGIN: i32 = 128;
+    pub(crate) const DYN_OBJECT_BEGIN: i32 = 128;
 
     /// The POD types' keys, as tvm-ffi registers them.
-    pub const POD_KEYS: &[(&str, i32)] = &[
+    pub(crate) const POD_KEYS: &[(&str, i32)] = &[
         ("None", NONE),
         ("int", INT),
         ("bool", BOOL),
@@ -161,7 +161,7 @@ pub mod ti {
         ("ffi.Unchanged", UNCHANGED),
     ];
     /// The static object types' keys (all children of `ffi.Object`), in tvm-ffi's order.
-    pub const OBJECT_KEYS: &[(&str, i32)] = &[
+    pub(crate) const OBJECT_KEYS: &[(&str, i32)] = &[
         ("ffi.String", STR),
         ("ffi.BigInt", BIG_INT),
         ("ffi.Bytes", BYTES),

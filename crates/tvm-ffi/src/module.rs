@@ -14,7 +14,7 @@
 //! dlopen machinery and the system symbol table are the classic runtime's
 //! ([`tvm_runtime_core::library::dso`], [`tvm_runtime_core::library::symbols`]).
 
-pub mod cxx;
+pub(crate) mod cxx;
 pub mod library_bin;
 
 use super::any::{Any, TVMFFIAny};
@@ -38,12 +38,14 @@ use tvm_runtime_core::passive::Passive;
 /// `Module::kBinarySerializable`.
 pub const PROPERTY_BINARY_SERIALIZABLE: i64 = 0b001;
 /// `Module::kRunnable`.
-pub const PROPERTY_RUNNABLE: i64 = 0b010;
+pub(crate) const PROPERTY_RUNNABLE: i64 = 0b010;
 
 /// tvm-ffi's `symbol::tvm_ffi_symbol_prefix`, `symbol::tvm_ffi_library_ctx` and
-/// `symbol::tvm_ffi_library_bin`, defined once with the library_bin format in the core.
+/// `symbol::tvm_ffi_library_bin`, defined once with the library_bin format in the core (with
+/// the prefixes of a function's metadata and doc getters).
 pub use tvm_runtime_core::formats::library_bin::{
-    FUNCTION_PREFIX as SYMBOL_PREFIX, LIBRARY_BIN_SYMBOL as LIBRARY_BIN, LIBRARY_CTX_SYMBOL as LIBRARY_CTX,
+    DOC_PREFIX, FUNCTION_PREFIX as SYMBOL_PREFIX, LIBRARY_BIN_SYMBOL as LIBRARY_BIN, LIBRARY_CTX_SYMBOL as LIBRARY_CTX,
+    METADATA_PREFIX,
 };
 
 /// Where a module's symbols come from.
@@ -63,7 +65,7 @@ impl Library {
         }
     }
     /// `GetSymbolWithSymbolPrefix`: `__tvm_ffi_<name>` (the system library tries its prefix first).
-    pub fn function_symbol(&self, name: &str) -> Option<*mut c_void> {
+    pub(crate) fn function_symbol(&self, name: &str) -> Option<*mut c_void> {
         match self {
             Library::Dso(d) => d.symbol(&format!("{SYMBOL_PREFIX}{name}")),
             Library::System(prefix) => system_lib::lookup(&format!("{SYMBOL_PREFIX}{prefix}{name}"))
@@ -202,7 +204,7 @@ fn is_ours(m: &ObjectRef) -> bool {
 }
 
 /// Whether `m` is an `ffi.Module` made by C++ code (driven through [`cxx::call`]).
-pub fn is_foreign(m: &ObjectRef) -> bool {
+pub(crate) fn is_foreign(m: &ObjectRef) -> bool {
     m.type_index() == ti::MODULE && !is_ours(m)
 }
 
@@ -272,9 +274,9 @@ fn own_function(m: &ObjectRef, name: &str) -> FfiResult<Option<ObjectRef>> {
 /// Calls a no-argument getter symbol (`__tvm_ffi__metadata_<name>`, `__tvm_ffi__doc_<name>`).
 fn own_string_symbol(m: &ObjectRef, symbol: &str) -> FfiResult<Option<Any>> {
     if is_foreign(m) {
-        let (method, name) = match symbol.strip_prefix("__tvm_ffi__doc_") {
+        let (method, name) = match symbol.strip_prefix(DOC_PREFIX) {
             Some(n) => ("GetFunctionDoc", n),
-            None => ("GetFunctionMetadata", symbol.strip_prefix("__tvm_ffi__metadata_").unwrap_or(symbol)),
+            None => ("GetFunctionMetadata", symbol.strip_prefix(METADATA_PREFIX).unwrap_or(symbol)),
         };
         let v = cxx::call(m, method, &[Any::string(name), Any::bool(false)])?;
         return Ok((!v.is_none()).then_some(v));
@@ -319,7 +321,7 @@ fn get_prefixed_string(m: &ObjectRef, prefix: &str, name: &str, query_imports: b
 }
 
 /// `ModuleObj::ImportModule`: refuses a cycle.
-pub fn import_module(m: &ObjectRef, other: &ObjectRef) -> FfiResult<()> {
+pub(crate) fn import_module(m: &ObjectRef, other: &ObjectRef) -> FfiResult<()> {
     if is_foreign(m) {
         return cxx::call(m, "ImportModule", &[Any::object(other.clone())]).map(drop);
     }
@@ -406,7 +408,7 @@ pub unsafe fn lookup_from_imports(ctx: *mut TVMFFIObject, name: &str) -> FfiResu
 static CONTEXT_SYMBOLS: Passive<Mutex<Vec<(String, usize)>>, BuiltInSymbols> = Passive::new();
 
 /// The built-in context symbols: names and addresses.
-pub type BuiltInSymbols = fn() -> Vec<(&'static str, usize)>;
+pub(crate) type BuiltInSymbols = fn() -> Vec<(&'static str, usize)>;
 
 fn context_symbols() -> &'static Mutex<Vec<(String, usize)>> {
     CONTEXT_SYMBOLS.get(|built_ins| {
@@ -440,7 +442,7 @@ pub fn register_context_symbol(name: &str, symbol: *mut c_void) {
 
 /// `CreateLibraryModule`: fills the context symbols and `__tvm_ffi__library_ctx`, and builds
 /// the import tree of `__tvm_ffi__library_bin` when the library has one.
-pub fn create_library_module(lib: Library) -> FfiResult<ObjectRef> {
+pub(crate) fn create_library_module(lib: Library) -> FfiResult<ObjectRef> {
     let vars: Vec<(String, *mut c_void, usize)> = context_symbols()
         .lock()
         .iter()
@@ -618,12 +620,12 @@ pub fn register(b: &mut Builder) {
     b.add("ffi.ModuleGetFunctionMetadata", |a| {
         let n = "ffi.ModuleGetFunctionMetadata";
         expect_args(n, a, 3)?;
-        get_prefixed_string(&arg_module(n, a, 0)?, "__tvm_ffi__metadata_", arg_str(n, a, 1)?, arg_bool(n, a, 2)?)
+        get_prefixed_string(&arg_module(n, a, 0)?, METADATA_PREFIX, arg_str(n, a, 1)?, arg_bool(n, a, 2)?)
     });
     b.add("ffi.ModuleGetFunctionDoc", |a| {
         let n = "ffi.ModuleGetFunctionDoc";
         expect_args(n, a, 3)?;
-        get_prefixed_string(&arg_module(n, a, 0)?, "__tvm_ffi__doc_", arg_str(n, a, 1)?, arg_bool(n, a, 2)?)
+        get_prefixed_string(&arg_module(n, a, 0)?, DOC_PREFIX, arg_str(n, a, 1)?, arg_bool(n, a, 2)?)
     });
     b.add("ffi.ModuleGetPropertyMask", |a| {
         expect_args("ffi.ModuleGetPropertyMask", a, 1)?;

@@ -13,11 +13,11 @@ use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 /// `kTVMFFIObjectDeleterFlagBitMaskStrong`.
-pub const DELETER_STRONG: c_int = 1;
+pub(crate) const DELETER_STRONG: c_int = 1;
 /// `kTVMFFIObjectDeleterFlagBitMaskWeak`.
-pub const DELETER_WEAK: c_int = 2;
+pub(crate) const DELETER_WEAK: c_int = 2;
 /// Both flags.
-pub const DELETER_BOTH: c_int = 3;
+pub(crate) const DELETER_BOTH: c_int = 3;
 
 const STRONG_ONE: u64 = 1;
 const WEAK_ONE: u64 = 1 << 32;
@@ -92,7 +92,7 @@ pub unsafe fn dec_ref(obj: *mut TVMFFIObject) {
 ///
 /// # Safety
 /// `obj` points to a live object.
-pub unsafe fn use_count(obj: *const TVMFFIObject) -> u32 {
+pub(crate) unsafe fn use_count(obj: *const TVMFFIObject) -> u32 {
     // SAFETY: the caller guarantees a live object.
     (unsafe { (*obj).combined_ref_count.load(Ordering::Relaxed) } & LOW_MASK) as u32
 }
@@ -145,7 +145,7 @@ impl ObjectRef {
         unsafe { (*self.0.as_ptr()).type_index }
     }
     /// Its strong count.
-    pub fn use_count(&self) -> u32 {
+    pub(crate) fn use_count(&self) -> u32 {
         // SAFETY: we hold a strong reference.
         unsafe { use_count(self.0.as_ptr()) }
     }
@@ -253,12 +253,12 @@ unsafe extern "C" fn prefixed_deleter<T>(obj: *mut c_void, flags: c_int) {
 
 /// The deleter of the objects [`make_prefixed_object`] makes with payload `T` (which tells
 /// them apart from objects made elsewhere, e.g. by C++ code, of the same type index).
-pub fn prefixed_deleter_of<T>() -> Deleter {
+pub(crate) fn prefixed_deleter_of<T>() -> Deleter {
     prefixed_deleter::<T>
 }
 
 /// Makes an object of `type_index` holding `payload`, with `word` stored right before the header.
-pub fn make_prefixed_object<T>(type_index: i32, word: *const c_void, payload: T) -> ObjectRef {
+pub(crate) fn make_prefixed_object<T>(type_index: i32, word: *const c_void, payload: T) -> ObjectRef {
     const { assert!(std::mem::offset_of!(Prefixed<T>, obj) == std::mem::size_of::<usize>()) };
     let layout = std::alloc::Layout::new::<Prefixed<T>>();
     // SAFETY: the layout has a non-zero size (the header).
@@ -279,7 +279,7 @@ pub fn make_prefixed_object<T>(type_index: i32, word: *const c_void, payload: T)
 /// Makes an object whose payload is `head` followed by `tail_bytes` bytes of trailing storage
 /// (aligned to 8), for the inline-array objects of tvm-ffi (strings, shapes, arrays). `init`
 /// fills the payload and the tail; `drop_tail` runs before the memory is freed.
-pub fn make_inplace_object<T>(
+pub(crate) fn make_inplace_object<T>(
     type_index: i32,
     tail_bytes: usize,
     init: impl FnOnce(*mut u8) -> T,

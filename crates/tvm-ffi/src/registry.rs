@@ -99,16 +99,6 @@ impl Builder {
         self.map.insert(name.into(), Entry { func: super::function::from_fn(f), metadata: None });
         self
     }
-    /// Adds a global with its metadata (JSON text).
-    pub fn add_with_metadata(
-        &mut self,
-        name: &str,
-        metadata: &str,
-        f: impl Fn(&[super::TVMFFIAny]) -> FfiResult<Any> + Send + Sync + 'static,
-    ) -> &mut Self {
-        self.map.insert(name.into(), Entry { func: super::function::from_fn(f), metadata: Some(metadata.into()) });
-        self
-    }
 }
 
 /// Sets a global function.

@@ -6,7 +6,7 @@ use super::object::{make_inplace_object, ObjectRef};
 use super::{ti, TVMFFIByteArray};
 
 /// The longest string or bytes held in the cell itself.
-pub const MAX_SMALL_LEN: usize = 7;
+pub(crate) const MAX_SMALL_LEN: usize = 7;
 
 /// A string (`bytes == false`) or bytes value: small in the cell, or an object.
 pub fn any_from_bytes(b: &[u8], bytes: bool) -> Any {
@@ -25,7 +25,7 @@ pub fn any_from_bytes(b: &[u8], bytes: bool) -> Any {
 }
 
 /// An `ffi.String` (or `ffi.Bytes`) object, whatever the length.
-pub fn make_bytes_object(b: &[u8], bytes: bool) -> ObjectRef {
+pub(crate) fn make_bytes_object(b: &[u8], bytes: bool) -> ObjectRef {
     let tindex = if bytes { ti::BYTES } else { ti::STR };
     make_inplace_object(
         tindex,
@@ -71,7 +71,8 @@ pub unsafe fn view_str_bytes(v: &TVMFFIAny) -> Option<&[u8]> {
 }
 
 /// The bytes of a string or bytes object.
-pub fn object_bytes(o: &ObjectRef) -> &[u8] {
+#[cfg(test)]
+pub(crate) fn object_bytes(o: &ObjectRef) -> &[u8] {
     debug_assert!(o.type_index() == ti::STR || o.type_index() == ti::BYTES);
     // SAFETY: string and bytes objects hold a TVMFFIByteArray after the header.
     unsafe { o.payload::<TVMFFIByteArray>().as_slice() }

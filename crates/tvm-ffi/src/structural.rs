@@ -1,13 +1,13 @@
 //! Structural equality and hashing, access paths and structural keys (tvm-ffi's `extra/structural_*`
 //! and `reflection/access_path.h`), over objects' reflection.
 
-pub mod access_path;
-pub mod cont;
+pub(crate) mod access_path;
+pub(crate) mod cont;
 pub mod equal;
-pub mod error_context;
+pub(crate) mod error_context;
 pub mod hash;
 pub mod mutate;
-pub mod reflect;
+pub(crate) mod reflect;
 pub mod visit;
 
 use super::any::Any;
@@ -19,7 +19,7 @@ use std::sync::OnceLock;
 
 /// `StructuralKeyObj` after the header.
 #[repr(C)]
-pub struct KeyPayload {
+pub(crate) struct KeyPayload {
     /// The wrapped value.
     pub key: Any,
     /// Its structural hash.
@@ -28,31 +28,31 @@ pub struct KeyPayload {
 
 /// `ffi.VisitInterrupt` after the header: the payload that stops a visit.
 #[repr(C)]
-pub struct InterruptPayload {
+pub(crate) struct InterruptPayload {
     /// The payload.
     pub value: Any,
 }
 
 /// The built-in types whose structural children this library's traversals find themselves
 /// (their `__s_visit__` / `__s_mutate__` attributes are native hooks for C++ engines).
-pub fn native_builtin(type_index: i32) -> bool {
+pub(crate) fn native_builtin(type_index: i32) -> bool {
     matches!(type_index, ti::ARRAY | ti::LIST | ti::MAP | ti::DICT | ti::STR | ti::BYTES | ti::BIG_INT)
 }
 
 /// The type index of `ffi.StructuralKey`.
-pub fn key_type() -> i32 {
+pub(crate) fn key_type() -> i32 {
     static T: OnceLock<i32> = OnceLock::new();
     *T.get_or_init(|| reflect::type_index_of("ffi.StructuralKey"))
 }
 
 /// A new `ffi.StructuralKey`.
-pub fn make_key(key: Any) -> FfiResult<ObjectRef> {
+pub(crate) fn make_key(key: Any) -> FfiResult<ObjectRef> {
     let h = hash::structural_hash(&key, false, false)? as i64;
     Ok(make_object(key_type(), KeyPayload { key, hash_i64: h }))
 }
 
 /// A new `ffi.VisitInterrupt`.
-pub fn make_interrupt(value: Any) -> ObjectRef {
+pub(crate) fn make_interrupt(value: Any) -> ObjectRef {
     make_object(ti::VISIT_INTERRUPT, InterruptPayload { value })
 }
 
@@ -67,7 +67,7 @@ fn key_of(a: &Any) -> FfiResult<(ObjectRef, &KeyPayload)> {
 }
 
 /// `StructuralKeyEqual`.
-pub fn key_equal(l: &Any, r: &Any) -> FfiResult<bool> {
+pub(crate) fn key_equal(l: &Any, r: &Any) -> FfiResult<bool> {
     let (lo, lp) = key_of(l)?;
     let (ro, rp) = key_of(r)?;
     if lo.same_as(&ro) {

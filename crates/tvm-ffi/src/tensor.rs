@@ -50,7 +50,7 @@ impl Drop for Owner {
 
 /// The payload of an `ffi.Tensor`: the `DLTensor` right after the header, then ours.
 #[repr(C)]
-pub struct TensorPayload {
+pub(crate) struct TensorPayload {
     /// The tensor; `shape` and `strides` point into the producer's or into `dims`.
     pub dl: DLTensor,
     /// Shape and/or strides this object owns (the pointers above may point here).
@@ -428,19 +428,20 @@ mod tests {
     struct Producer {
         shape: Vec<i64>,
         data: Vec<f32>,
+        /// Counts the deleter's calls (one counter per test: tests run in parallel).
+        deleted: &'static std::sync::atomic::AtomicUsize,
     }
-    static DELETED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     unsafe extern "C" fn deleter(m: *mut DLManagedTensorVersioned) {
         // SAFETY: made by `versioned` below.
-        unsafe {
+        let p = unsafe {
             let b = Box::from_raw(m);
-            drop(Box::from_raw(b.manager_ctx.cast::<Producer>()));
-        }
-        DELETED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Box::from_raw(b.manager_ctx.cast::<Producer>())
+        };
+        p.deleted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
-    fn versioned(shape: &[i64]) -> *mut DLManagedTensorVersioned {
+    fn versioned(shape: &[i64], deleted: &'static std::sync::atomic::AtomicUsize) -> *mut DLManagedTensorVersioned {
         let n = shape.iter().product::<i64>() as usize;
-        let mut p = Box::new(Producer { shape: shape.to_vec(), data: (0..n).map(|i| i as f32).collect() });
+        let mut p = Box::new(Producer { shape: shape.to_vec(), data: (0..n).map(|i| i as f32).collect(), deleted });
         let dl = DLTensor {
             data: p.data.as_mut_ptr().cast(),
             device: cpu(),
@@ -461,8 +462,9 @@ mod tests {
 
     #[test]
     fn versioned_round_trip_keeps_shape_fills_strides_and_runs_deleter_once() {
+        static DELETED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let before = DELETED.load(std::sync::atomic::Ordering::SeqCst);
-        let m = versioned(&[2, 3]);
+        let m = versioned(&[2, 3], &DELETED);
         // SAFETY: a fresh managed tensor.
         let t = unsafe { from_dlpack_versioned(m, 4, true) }.unwrap();
         assert_eq!(t.type_index(), ti::TENSOR);
@@ -493,7 +495,8 @@ mod tests {
         // SAFETY: null is allowed.
         let e = unsafe { from_dlpack_versioned(std::ptr::null_mut(), 0, false) }.unwrap_err();
         assert_eq!(e.kind(), "ValueError");
-        let m = versioned(&[4]);
+        static DELETED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let m = versioned(&[4], &DELETED);
         // SAFETY: m is live; we adjust its fields before each try.
         unsafe {
             (*m).dl_tensor.byte_offset = 2;
@@ -526,7 +529,8 @@ mod tests {
                 set_error(ctx, c"ValueError".as_ptr(), c"no 3-d tensors".as_ptr());
                 return -1;
             }
-            *out = versioned(dims((*proto).shape, (*proto).ndim));
+            static ALLOCATED_DELETED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+            *out = versioned(dims((*proto).shape, (*proto).ndim), &ALLOCATED_DELETED);
         }
         0
     }

@@ -10,9 +10,9 @@ use std::ffi::c_void;
 use std::sync::OnceLock;
 
 /// `TVMFFIFieldGetter`.
-pub type FieldGetter = unsafe extern "C" fn(field: *mut c_void, result: *mut TVMFFIAny) -> i32;
+pub(crate) type FieldGetter = unsafe extern "C" fn(field: *mut c_void, result: *mut TVMFFIAny) -> i32;
 /// `TVMFFIObjectCreator`.
-pub type ObjectCreator = unsafe extern "C" fn(result: *mut *mut c_void) -> i32;
+pub(crate) type ObjectCreator = unsafe extern "C" fn(result: *mut *mut c_void) -> i32;
 
 /// `TVMFFIFieldInfo`.
 #[repr(C)]
@@ -158,7 +158,7 @@ const DYN_TYPES: &[(&str, &str)] = &[
 ];
 
 /// The type attribute columns that exist from the start (`EnsureTypeAttrColumn` in tvm-ffi).
-pub const ATTR_COLUMNS: &[&str] = &[
+pub(crate) const ATTR_COLUMNS: &[&str] = &[
     "__ffi_enum__",
     "__s_equal__",
     "__s_hash__",
@@ -414,7 +414,7 @@ pub fn type_key(index: i32) -> String {
 }
 
 /// All registered keys, by index.
-pub fn registered_keys() -> Vec<String> {
+pub(crate) fn registered_keys() -> Vec<String> {
     table().read().entries.iter().flatten().map(|e| e.key.to_string()).collect()
 }
 
@@ -537,7 +537,7 @@ pub fn attr_column(name: &str) -> *const TVMFFITypeAttrColumn {
 }
 
 /// A type attribute's value for a type (None when unset).
-pub fn attr_value(name: &str, index: i32) -> Option<Any> {
+pub(crate) fn attr_value(name: &str, index: i32) -> Option<Any> {
     let t = table().read();
     let col = &t.columns[*t.column_by_name.get(name)?];
     let v = col.values.get(usize::try_from(index).ok()?)?;

@@ -143,7 +143,7 @@ impl AotExecutor {
     }
 
     /// Copies output `idx` into `to`.
-    pub fn copy_output_to(&self, idx: usize, to: &DLTensor) -> Result<()> {
+    pub(crate) fn copy_output_to(&self, idx: usize, to: &DLTensor) -> Result<()> {
         let src = self.output(idx)?;
         let _g = self.lock.lock();
         copy_tensor(src.tensor(), to, std::ptr::null_mut())

@@ -122,7 +122,7 @@ impl ModuleNode for AotExecutorFactory {
 }
 
 /// `tvm.aot_executor_factory.create(module, module_name, [name, param]...)`.
-pub fn create_global(a: &Args<'_>) -> Result<Value> {
+pub(crate) fn create_global(a: &Args<'_>) -> Result<Value> {
     if a.len() < 2 || (a.len() - 2) % 2 != 0 {
         return Err(Error::value(format!(
             "tvm.aot_executor_factory.create expects a module, a module name and (name, param) pairs, got {} arguments",

@@ -20,7 +20,7 @@ use std::ffi::{c_char, c_void, CStr};
 use std::sync::OnceLock;
 
 /// The only metadata layout released (`TVM_METADATA_VERSION`, v0.9 through v0.19).
-pub const METADATA_VERSION: i64 = 1;
+pub(crate) const METADATA_VERSION: i64 = 1;
 
 /// Largest element count of one metadata array, rank of one tensor and length of one string
 /// this reader accepts: far above any real model, and a guard against reading a wrong pointer

@@ -29,9 +29,9 @@ use std::cell::Cell;
 use std::collections::HashMap;
 
 /// Type key of v0.8's module.
-pub const METADATA: &str = "metadata";
+pub(crate) const METADATA: &str = "metadata";
 /// Type key of the same module in v0.9+.
-pub const CONST_LOADER: &str = "const_loader";
+pub(crate) const CONST_LOADER: &str = "const_loader";
 
 /// Per-symbol initialisation state: `done`, behind a lock that the initialising thread holds
 /// while the `__init_` function runs (re-entrant, so that a lookup from inside it is an error,

@@ -14,11 +14,11 @@ use std::any::Any;
 /// `ModulePropertyMask` bits (v0.12+).
 pub mod mask {
     /// Can be written into a blob and read back (`SaveToBinary` + a loader).
-    pub const BINARY_SERIALIZABLE: i64 = 0b001;
+    pub(crate) const BINARY_SERIALIZABLE: i64 = 0b001;
     /// Its functions can run.
-    pub const RUNNABLE: i64 = 0b010;
+    pub(crate) const RUNNABLE: i64 = 0b010;
     /// Linked into the shared library by `export_library` (compiler-side modules).
-    pub const DSO_EXPORTABLE: i64 = 0b100;
+    pub(crate) const DSO_EXPORTABLE: i64 = 0b100;
 }
 
 /// The property mask TVM v0.18 gives each module kind (its `GetPropertyMask`); kinds TVM does
@@ -46,7 +46,7 @@ pub fn property_mask(type_key: &str) -> i64 {
 
 /// A `static_library` module (v0.9+): an object file kept as bytes, with the names of the
 /// functions it implements, for `export_library` to link; it runs nothing.
-pub struct StaticLibrary {
+pub(crate) struct StaticLibrary {
     data: Vec<u8>,
     func_names: Vec<String>,
 }

@@ -60,7 +60,7 @@ impl Tensor {
     }
 
     /// The dtype as text (`float32`, ...).
-    pub fn dtype_name(&self) -> String {
+    pub(crate) fn dtype_name(&self) -> String {
         crate::value::dtype::format(self.dtype).unwrap_or_else(|_| format!("{:?}", self.dtype))
     }
 }

@@ -11,7 +11,7 @@ use crate::value::{code, dtype, Args};
 use indexmap::IndexMap;
 
 /// The launch tag that adds a dynamic-shared-memory size after the extents.
-pub const DYN_SHMEM_TAG: &str = "tir.use_dyn_shared_memory";
+pub(crate) const DYN_SHMEM_TAG: &str = "tir.use_dyn_shared_memory";
 
 /// Metadata of one device kernel.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -49,7 +49,7 @@ impl FunctionInfo {
 }
 
 /// Reads a function map (`u64` count, then name + FunctionInfo pairs).
-pub fn read_fmap(r: &mut Reader<'_>) -> Result<FunctionMap> {
+pub(crate) fn read_fmap(r: &mut Reader<'_>) -> Result<FunctionMap> {
     read_fmap_with(r, false)
 }
 
@@ -57,7 +57,7 @@ pub fn read_fmap(r: &mut Reader<'_>) -> Result<FunctionMap> {
 /// tags, one per argument: TVM v0.12+ writes them; the modules of a v0.20+ library binary
 /// always have them). Only plain arguments (tag 0) are supported: a tensor-map argument
 /// (tag 1, CUDA TMA) is refused.
-pub fn read_fmap_tagged(r: &mut Reader<'_>) -> Result<FunctionMap> {
+pub(crate) fn read_fmap_tagged(r: &mut Reader<'_>) -> Result<FunctionMap> {
     read_fmap_with(r, true)
 }
 
@@ -92,7 +92,7 @@ pub fn read_payload_tagged(r: &mut Reader<'_>) -> Result<(String, FunctionMap, V
 }
 
 /// Writes a function map.
-pub fn write_fmap(w: &mut Writer, m: &FunctionMap) {
+pub(crate) fn write_fmap(w: &mut Writer, m: &FunctionMap) {
     w.u64(m.len() as u64);
     for (name, info) in m {
         w.str_bytes(name.as_bytes());
@@ -308,7 +308,7 @@ impl LaunchSpec {
     }
 
     /// Number of extent arguments (tags, plus one for dynamic shared memory).
-    pub fn num_values(&self) -> usize {
+    pub(crate) fn num_values(&self) -> usize {
         self.slots.len() + usize::from(self.dyn_shmem)
     }
 

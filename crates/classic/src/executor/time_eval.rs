@@ -18,7 +18,7 @@ pub use crate::timer::TimerConfig;
 /// also cooldown_interval_ms, repeats_to_cooldown), 11 (v0.10..v0.13: also
 /// limit_zero_time_iterations before them), 12 (v0.14..v0.19: also cache_flush_bytes).
 /// Returns the settings and the index of `f_preproc`.
-pub fn config_from_args(a: &Args<'_>) -> Result<(TimerConfig, usize)> {
+pub(crate) fn config_from_args(a: &Args<'_>) -> Result<(TimerConfig, usize)> {
     let mut c = TimerConfig {
         number: a.i64(4)?,
         repeat: a.i64(5)?,
@@ -59,7 +59,7 @@ pub fn config_from_args(a: &Args<'_>) -> Result<(TimerConfig, usize)> {
 }
 
 /// Synchronises `dev`'s default stream (nothing to do on the CPU).
-pub fn sync_device(dev: DLDevice) -> Result<()> {
+pub(crate) fn sync_device(dev: DLDevice) -> Result<()> {
     if dev.device_type != device::CPU {
         device::api(dev.device_type)?.stream_sync(dev, std::ptr::null_mut())?;
     }

@@ -51,7 +51,7 @@ use std::cell::RefCell;
 use std::ffi::c_void;
 
 /// The symbol holding the blob.
-pub const BLOB_SYMBOL: &str = "__tvm_dev_mblob";
+pub(crate) const BLOB_SYMBOL: &str = "__tvm_dev_mblob";
 
 pub use super::import_tree::{MAX_IMPORT_DEPTH, MAX_IMPORT_PATHS};
 
@@ -90,7 +90,7 @@ impl<'a> BlobStream<'a> {
 
     /// The same, over bytes of a library's mapping (`region`): loaders that copy large data
     /// out (NDArray records) give the pages behind them back as they go.
-    pub fn in_region(rest: &'a [u8], type_key: &'a str, region: Option<&'a Region>) -> BlobStream<'a> {
+    pub(crate) fn in_region(rest: &'a [u8], type_key: &'a str, region: Option<&'a Region>) -> BlobStream<'a> {
         BlobStream { reader: Reader::new(rest, "__tvm_dev_mblob entry").with_region(region), type_key }
     }
 
@@ -105,7 +105,7 @@ impl<'a> BlobStream<'a> {
     }
 
     /// The next `n` bytes.
-    pub fn read_bytes(&mut self, n: usize) -> Result<&'a [u8]> {
+    pub(crate) fn read_bytes(&mut self, n: usize) -> Result<&'a [u8]> {
         self.reader.bytes(n)
     }
 
@@ -285,7 +285,7 @@ pub fn process(payload: &[u8], make_lib: &dyn Fn() -> Module) -> Result<LoadedBl
 /// [`process`] for a payload inside a library's mapping (`region`): the pages behind each entry
 /// are given back to the kernel once the entry is loaded (its data copied out, or kept where a
 /// loader uses it in place), so the blob does not stay resident beside what was made of it.
-pub fn process_in(payload: &[u8], make_lib: &dyn Fn() -> Module, region: Option<&Region>) -> Result<LoadedBlob> {
+pub(crate) fn process_in(payload: &[u8], make_lib: &dyn Fn() -> Module, region: Option<&Region>) -> Result<LoadedBlob> {
     let mut r = Reader::new(payload, "__tvm_dev_mblob").with_region(region);
     // Each entry has at least its 8-byte key length.
     let count = r.count(8)?;

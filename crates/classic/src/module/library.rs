@@ -65,7 +65,7 @@ unsafe fn try_retain_module(p: *mut c_void) -> Option<Module> {
 ///
 /// # Safety
 /// `slot` is the `__tvm_module_ctx` symbol of the library `m` holds (a pointer variable).
-pub unsafe fn attach_module_ctx(m: &Module, slot: *mut c_void) -> Result<()> {
+pub(crate) unsafe fn attach_module_ctx(m: &Module, slot: *mut c_void) -> Result<()> {
     let lib = m.downcast::<LibraryModule>().ok_or_else(|| Error::internal("module context of a non-library module"))?;
     let me = m.as_object().as_ptr().cast::<c_void>();
     // SAFETY: `slot` is a pointer variable of the library that `m` keeps loaded until it goes,
@@ -115,7 +115,7 @@ impl Symbols {
 struct Resolved(usize);
 
 /// The signature of every function of a compiled library (`TVMBackendPackedCFunc`).
-pub type BackendPackedCFunc = unsafe extern "C" fn(
+pub(crate) type BackendPackedCFunc = unsafe extern "C" fn(
     args: *mut TVMValue,
     type_codes: *mut c_int,
     num_args: c_int,

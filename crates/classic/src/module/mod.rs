@@ -170,7 +170,7 @@ impl Module {
 
     /// `TVMBackendGetFuncFromEnv` for this module: its imports (not itself), each searched with
     /// its own imports, in order; hits are cached in the module. Returns a borrowed handle.
-    pub fn env_function(&self, name: &str) -> Result<Option<*mut c_void>> {
+    pub(crate) fn env_function(&self, name: &str) -> Result<Option<*mut c_void>> {
         let obj = self.obj();
         if let Some(f) = obj.env_cache.lock().get(name) {
             return Ok(Some(f.as_handle()));

@@ -29,7 +29,7 @@ pub fn system_lib() -> crate::error::Result<super::Module> {
 /// its own). The module's function lookups consult the table at call time, so symbols
 /// registered later are found; their objects' `__tvm_module_ctx` stays NULL, which
 /// `TVMBackendGetFuncFromEnv` treats as "global registry only". A failed build is not cached.
-pub fn system_lib_prefixed(prefix: &str) -> crate::error::Result<super::Module> {
+pub(crate) fn system_lib_prefixed(prefix: &str) -> crate::error::Result<super::Module> {
     use super::library::{self, LibraryModule, Symbols};
     use super::{blob, dso, Module};
     use crate::error::Error;

@@ -30,7 +30,7 @@ enum Source {
 
 /// The body of an NDArray object.
 #[repr(C)]
-pub struct NDArrayObj {
+pub(crate) struct NDArrayObj {
     tensor: DLTensor,
     manager_ctx: *mut c_void,
     shape: Box<[i64]>,
@@ -140,7 +140,7 @@ impl NDArray {
 
     /// An array over memory owned elsewhere (never freed by the array), such as a linked
     /// parameter inside a loaded library.
-    pub fn from_external(data: *mut c_void, shape: &[i64], dtype: DLDataType, dev: DLDevice) -> Result<NDArray> {
+    pub(crate) fn from_external(data: *mut c_void, shape: &[i64], dtype: DLDataType, dev: DLDevice) -> Result<NDArray> {
         device::shape_bytes(shape, dtype)?;
         let tensor = bare_tensor(data, dev, dtype);
         Ok(Self::make(tensor, shape.to_vec(), Source::External))
@@ -148,7 +148,7 @@ impl NDArray {
 
     /// A read-only CPU array over bytes of a file mapping that `keep` keeps in place (see
     /// [`crate::mapped`]); writing into it faults, so it is only for owners that never write.
-    pub fn from_mapped(
+    pub(crate) fn from_mapped(
         data: *mut c_void,
         shape: &[i64],
         dtype: DLDataType,
@@ -160,7 +160,7 @@ impl NDArray {
     }
 
     /// Whether the data is read-only memory (a weight used in place in a library's mapping).
-    pub fn is_read_only(&self) -> bool {
+    pub(crate) fn is_read_only(&self) -> bool {
         match &self.body().source {
             Source::Mapped(_) => true,
             Source::View(base) => base.is_read_only(),
@@ -206,7 +206,7 @@ impl NDArray {
 
     /// A view of this array's data from byte `offset` on, with another shape/dtype (it must
     /// fit; TVM v0.9+'s `CreateView` with a relative byte offset).
-    pub fn create_view_at(&self, shape: &[i64], dtype: DLDataType, offset: u64) -> Result<NDArray> {
+    pub(crate) fn create_view_at(&self, shape: &[i64], dtype: DLDataType, offset: u64) -> Result<NDArray> {
         let want = device::shape_bytes(shape, dtype)?;
         let have = self.byte_size()?;
         let end = usize::try_from(offset).ok().and_then(|o| o.checked_add(want));

@@ -10,7 +10,7 @@ use crate::mapped::Region;
 /// Magic of an NDArray record.
 pub const NDARRAY_MAGIC: u64 = 0xDD5E_40F0_96B4_A13F;
 /// The largest array a vector-dtype record may make beyond the bytes it stores (1 GiB).
-pub const MAX_VECTOR_RECORD: usize = 1 << 30;
+pub(crate) const MAX_VECTOR_RECORD: usize = 1 << 30;
 
 /// Magic of a params blob.
 pub const PARAMS_MAGIC: u64 = 0xF7E5_8D4F_0504_9CB7;
@@ -104,7 +104,7 @@ impl Record<'_> {
     /// A new CPU array holding the record's data (vector types: the stored bytes, then zeros).
     /// With `region` (the mapping the data lies in), the data is copied in chunks and the pages
     /// behind each chunk are given back at once, so the record is never resident twice.
-    pub fn to_array(&self, region: Option<&Region>) -> Result<NDArray> {
+    pub(crate) fn to_array(&self, region: Option<&Region>) -> Result<NDArray> {
         let a = NDArray::empty(&self.shape, self.dtype, DLDevice { device_type: 1, device_id: 0 })?;
         let total = a.byte_size()?;
         if total == self.data.len() {
@@ -150,7 +150,7 @@ pub fn load_ndarray(r: &mut Reader<'_>) -> Result<NDArray> {
 /// An array used in place is read-only (writing into it faults): only for owners that never
 /// write into their arrays nor hand them out writable, such as the graph executor factory,
 /// whose executors copy a parameter before writing it.
-pub fn load_ndarray_shared(r: &mut Reader<'_>) -> Result<NDArray> {
+pub(crate) fn load_ndarray_shared(r: &mut Reader<'_>) -> Result<NDArray> {
     let rec = read_record(r)?;
     if let Some(region) = r.region() {
         let aligned = rec.data.as_ptr() as usize % data_alignment(rec.dtype) == 0;
@@ -180,7 +180,7 @@ pub fn save_params(params: &[(String, NDArray)]) -> Result<Vec<u8>> {
 }
 
 /// Reads the header of a params blob (magic, reserved, names, count), leaving `r` at the arrays.
-pub fn read_params_header(r: &mut Reader<'_>) -> Result<Vec<String>> {
+pub(crate) fn read_params_header(r: &mut Reader<'_>) -> Result<Vec<String>> {
     let invalid = |_| Error::value("Invalid parameters file format");
     if r.u64().map_err(invalid)? != PARAMS_MAGIC {
         return Err(Error::value("Invalid parameters file format"));
@@ -208,7 +208,7 @@ pub fn load_params(blob: &[u8]) -> Result<Vec<(String, NDArray)>> {
 
 /// Every record of a params blob, checked, in file order, as views (nothing is copied): so a
 /// caller can apply a blob all or nothing.
-pub fn param_records(blob: &[u8]) -> Result<Vec<(String, Record<'_>)>> {
+pub(crate) fn param_records(blob: &[u8]) -> Result<Vec<(String, Record<'_>)>> {
     let mut r = Reader::new(blob, "params");
     let names = read_params_header(&mut r)?;
     names

@@ -8,8 +8,10 @@
 mod containers;
 mod types;
 
-pub use containers::{AdtObj, ArrayObj, MapKey, MapObj, ShapeTupleObj, StringObj};
-pub use types::{derived_from, dump_type_table, register_type, type_index2key, type_key2index};
+pub(crate) use containers::MapKey;
+pub use containers::{AdtObj, ArrayObj, MapObj, ShapeTupleObj, StringObj};
+pub use types::{derived_from, type_index2key, type_key2index};
+pub(crate) use types::{dump_type_table, register_type};
 
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicI32, Ordering};
@@ -17,25 +19,25 @@ use std::sync::atomic::{fence, AtomicI32, Ordering};
 /// Static type indices of TVM v0.8 (`TypeIndex`).
 pub mod index {
     /// `runtime.Object`.
-    pub const ROOT: u32 = 0;
+    pub(crate) const ROOT: u32 = 0;
     /// `runtime.Module` (all modules).
     pub const MODULE: u32 = 1;
     /// `runtime.NDArray`.
     pub const NDARRAY: u32 = 2;
     /// `runtime.String`.
-    pub const STRING: u32 = 3;
+    pub(crate) const STRING: u32 = 3;
     /// `Array`.
     pub const ARRAY: u32 = 4;
     /// `Map`.
     pub const MAP: u32 = 5;
     /// `runtime.ShapeTuple`.
-    pub const SHAPE_TUPLE: u32 = 6;
+    pub(crate) const SHAPE_TUPLE: u32 = 6;
     /// `runtime.Closure`.
     pub const CLOSURE: u32 = 7;
     /// `runtime.ADT`.
     pub const ADT: u32 = 8;
     /// First index handed out at run time.
-    pub const DYNAMIC: u32 = 9;
+    pub(crate) const DYNAMIC: u32 = 9;
 }
 
 /// The object header: the de-facto ABI shared with C and C++ code.
@@ -140,8 +142,9 @@ impl ObjectRef {
         self.header().type_index
     }
 
-    /// The current reference count (for tests and diagnostics).
-    pub fn ref_count(&self) -> i32 {
+    /// The current reference count (for tests).
+    #[cfg(test)]
+    pub(crate) fn ref_count(&self) -> i32 {
         self.header().ref_counter.load(Ordering::Relaxed)
     }
 

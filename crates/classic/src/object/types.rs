@@ -73,7 +73,7 @@ fn insert(t: &mut Table, key: &str, parent_key: &str) -> u32 {
 }
 
 /// Registers (or finds) a dynamic type under `parent_key`; returns its index.
-pub fn register_type(key: &str, parent_key: &str) -> u32 {
+pub(crate) fn register_type(key: &str, parent_key: &str) -> u32 {
     insert(&mut table().write(), key, parent_key)
 }
 
@@ -114,7 +114,7 @@ pub fn derived_from(child: u32, parent: u32) -> Result<bool> {
 }
 
 /// `runtime.DumpTypeTable`: one line per type with at least `min_children` children, to stderr.
-pub fn dump_type_table(min_children: i64) -> String {
+pub(crate) fn dump_type_table(min_children: i64) -> String {
     let t = table().read();
     let mut out = String::new();
     for (i, info) in t.infos.iter().enumerate() {

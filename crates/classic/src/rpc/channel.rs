@@ -9,13 +9,13 @@ use crate::value::{code, Value};
 use std::io::{self, Read, Write};
 
 /// Largest packet accepted by default (bytes): `TVM_RPC_MAX_PACKET_BYTES` overrides it.
-pub const DEFAULT_MAX_PACKET: u64 = 4 << 30;
+pub(crate) const DEFAULT_MAX_PACKET: u64 = 4 << 30;
 
 /// Largest copy a client sends in one packet; larger copies are split.
-pub const MAX_COPY_CHUNK: u64 = 1 << 30;
+pub(crate) const MAX_COPY_CHUNK: u64 = 1 << 30;
 
 /// The packet size limit: `TVM_RPC_MAX_PACKET_BYTES` if set, else [`DEFAULT_MAX_PACKET`].
-pub fn max_packet_from_env() -> u64 {
+pub(crate) fn max_packet_from_env() -> u64 {
     std::env::var("TVM_RPC_MAX_PACKET_BYTES").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(DEFAULT_MAX_PACKET)
 }
 
@@ -37,7 +37,7 @@ impl Channel for std::net::TcpStream {
 }
 
 /// A channel over a pair of files (pipes to a child process).
-pub struct PipeChannel {
+pub(crate) struct PipeChannel {
     /// Read end.
     pub read: std::fs::File,
     /// Write end.
@@ -66,7 +66,7 @@ impl Drop for PipeChannel {
 
 /// A channel through a frontend's functions (`CallbackChannel`): `fsend(bytes) -> int` sends
 /// and returns the count sent (-1: error); `frecv(size) -> bytes` receives.
-pub struct CallbackChannel {
+pub(crate) struct CallbackChannel {
     fsend: PackedFunc,
     frecv: Option<PackedFunc>,
 }
@@ -116,7 +116,7 @@ impl Channel for CallbackChannel {
 /// Bytes received but not yet consumed, so that a small packet costs one `recv` instead of
 /// one per field. Reads of 64 KiB or more bypass it.
 #[derive(Default)]
-pub struct Inbox {
+pub(crate) struct Inbox {
     buf: Vec<u8>,
     start: usize,
     end: usize,
@@ -125,7 +125,7 @@ pub struct Inbox {
 const INBOX: usize = 64 << 10;
 
 /// A channel read through an [`Inbox`].
-pub struct Buffered<'a> {
+pub(crate) struct Buffered<'a> {
     ch: &'a mut dyn Channel,
     inbox: &'a mut Inbox,
 }
@@ -170,7 +170,7 @@ pub(crate) fn io_err(what: &str, e: io::Error) -> Error {
 }
 
 /// Sends all of `data`.
-pub fn send_all(ch: &mut dyn Channel, mut data: &[u8]) -> Result<()> {
+pub(crate) fn send_all(ch: &mut dyn Channel, mut data: &[u8]) -> Result<()> {
     while !data.is_empty() {
         match ch.send(data) {
             Ok(0) => return Err(io_err("RPC send", io::ErrorKind::WriteZero.into())),
@@ -183,7 +183,7 @@ pub fn send_all(ch: &mut dyn Channel, mut data: &[u8]) -> Result<()> {
 }
 
 /// Fills `buf`; `Ok(false)` when the peer closed before the first byte.
-pub fn recv_exact(ch: &mut dyn Channel, buf: &mut [u8]) -> Result<bool> {
+pub(crate) fn recv_exact(ch: &mut dyn Channel, buf: &mut [u8]) -> Result<bool> {
     let mut got = 0;
     while got < buf.len() {
         match ch.recv(&mut buf[got..]) {
@@ -198,7 +198,7 @@ pub fn recv_exact(ch: &mut dyn Channel, buf: &mut [u8]) -> Result<bool> {
 }
 
 /// Receives `n` more bytes onto the end of `buf`, growing it only as bytes arrive.
-pub fn recv_append(ch: &mut dyn Channel, buf: &mut Vec<u8>, n: u64) -> Result<()> {
+pub(crate) fn recv_append(ch: &mut dyn Channel, buf: &mut Vec<u8>, n: u64) -> Result<()> {
     let n = usize::try_from(n).map_err(|_| codec::malformed(format!("packet of {n} bytes")))?;
     let end = buf.len() + n;
     while buf.len() < end {
@@ -211,21 +211,4 @@ pub fn recv_append(ch: &mut dyn Channel, buf: &mut Vec<u8>, n: u64) -> Result<()
         }
     }
     Ok(())
-}
-
-/// Reads the next packet's body into `buf`: `Ok(false)` on a clean close between packets.
-pub fn recv_packet(ch: &mut dyn Channel, buf: &mut Vec<u8>, max: u64) -> Result<bool> {
-    loop {
-        let mut head = [0u8; 8];
-        if !recv_exact(ch, &mut head)? {
-            return Ok(false);
-        }
-        let n = codec::packet_len(head, max)?;
-        if n == 0 {
-            continue;
-        }
-        buf.clear();
-        recv_append(ch, buf, n)?;
-        return Ok(true);
-    }
 }

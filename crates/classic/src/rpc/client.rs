@@ -25,7 +25,7 @@ use std::ffi::{c_void, CStr};
 use std::sync::{Arc, Weak};
 
 /// Most sessions alive at once (`kMaxRPCSession`).
-pub const MAX_SESSIONS: usize = 32;
+pub(crate) const MAX_SESSIONS: usize = 32;
 
 /// A session registered in the table.
 pub struct RemoteSession {
@@ -38,7 +38,7 @@ pub struct RemoteSession {
 static TABLE: Mutex<Vec<Weak<RemoteSession>>> = Mutex::new(Vec::new());
 
 /// Registers a session in the first free slot of the table.
-pub fn register_session(sess: Arc<dyn Session>) -> Result<Arc<RemoteSession>> {
+pub(crate) fn register_session(sess: Arc<dyn Session>) -> Result<Arc<RemoteSession>> {
     let mut t = TABLE.lock();
     if t.is_empty() {
         t.resize_with(MAX_SESSIONS, Weak::new);
@@ -53,7 +53,7 @@ pub fn register_session(sess: Arc<dyn Session>) -> Result<Arc<RemoteSession>> {
 }
 
 /// The session with table index `index`.
-pub fn session_at(index: i32) -> Result<Arc<RemoteSession>> {
+pub(crate) fn session_at(index: i32) -> Result<Arc<RemoteSession>> {
     let t = TABLE.lock();
     usize::try_from(index)
         .ok()
@@ -69,22 +69,22 @@ pub fn create_session_module(sess: Arc<dyn Session>) -> Result<Module> {
 }
 
 /// Whether a device belongs to an RPC session.
-pub fn is_rpc_device(dev: DLDevice) -> bool {
+pub(crate) fn is_rpc_device(dev: DLDevice) -> bool {
     dev.device_type >= RPC_SESS_MASK
 }
 
 /// The table index a device's type encodes.
-pub fn session_index(dev: DLDevice) -> i32 {
+pub(crate) fn session_index(dev: DLDevice) -> i32 {
     dev.device_type / RPC_SESS_MASK - 1
 }
 
 /// The device as the remote side names it.
-pub fn remove_mask(dev: DLDevice) -> DLDevice {
+pub(crate) fn remove_mask(dev: DLDevice) -> DLDevice {
     DLDevice { device_type: dev.device_type % RPC_SESS_MASK, device_id: dev.device_id }
 }
 
 /// The local name of a remote device of session `index`.
-pub fn add_mask(dev: DLDevice, index: i32) -> DLDevice {
+pub(crate) fn add_mask(dev: DLDevice, index: i32) -> DLDevice {
     DLDevice { device_type: dev.device_type + RPC_SESS_MASK * (index + 1), device_id: dev.device_id }
 }
 
@@ -100,7 +100,7 @@ fn session_of(dev: DLDevice) -> Result<Arc<RemoteSession>> {
 
 /// Who releases the remote memory of a [`RemoteSpace`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SpaceOwner {
+pub(crate) enum SpaceOwner {
     /// A data space allocated through the device API: freed with `kDevFreeData`.
     Alloc,
     /// The data of a remote array: its handle is freed with `kFreeHandle`.
@@ -110,7 +110,7 @@ pub enum SpaceOwner {
 }
 
 /// What the data pointer of an array on a remote device points to.
-pub struct RemoteSpace {
+pub(crate) struct RemoteSpace {
     /// The remote data handle.
     pub data: u64,
     /// The session.
@@ -154,7 +154,7 @@ fn free_space(p: *mut c_void, dev: DLDevice) {
 }
 
 /// The wire form of a tensor on a device of session `rs`.
-pub fn wire_of<'t>(t: &'t DLTensor, rs: &RemoteSession) -> Result<WireTensor<'t>> {
+pub(crate) fn wire_of<'t>(t: &'t DLTensor, rs: &RemoteSession) -> Result<WireTensor<'t>> {
     if !is_rpc_device(t.device) {
         return Err(Error::value("Can not pass in local device"));
     }
@@ -179,7 +179,7 @@ pub fn wire_of<'t>(t: &'t DLTensor, rs: &RemoteSession) -> Result<WireTensor<'t>
 
 /// `NDArrayFromRemoteOpaqueHandle`: a local array over remote data; dropping it frees the
 /// remote array `nd_handle` (nothing when it is 0).
-pub fn ndarray_from_remote(
+pub(crate) fn ndarray_from_remote(
     rs: &Arc<RemoteSession>,
     data: u64,
     shape: &[i64],
@@ -410,7 +410,7 @@ impl RpcModule {
     }
 
     /// A remote global used by the module's own operations (`InitRemoteFunc`), cached.
-    pub fn helper_func(&self, name: &'static str) -> Result<PackedFunc> {
+    pub(crate) fn helper_func(&self, name: &'static str) -> Result<PackedFunc> {
         if let Some(f) = self.helpers.lock().get(name) {
             return Ok(f.clone());
         }
@@ -424,7 +424,7 @@ impl RpcModule {
     }
 
     /// `LoadModule`: the remote `tvm.rpc.server.load_module`.
-    pub fn load_module(&self, path: &str) -> Result<Value> {
+    pub(crate) fn load_module(&self, path: &str) -> Result<Value> {
         self.helper_func("tvm.rpc.server.load_module")?.call(&[Value::str(path.to_owned())])
     }
 
@@ -494,7 +494,7 @@ pub fn rpc_module(m: &Module) -> Result<&RpcModule> {
 }
 
 /// The session of an `rpc` module (`RPCModuleGetSession`).
-pub fn module_session(m: &Module) -> Result<Arc<dyn Session>> {
+pub(crate) fn module_session(m: &Module) -> Result<Arc<dyn Session>> {
     Ok(rpc_module(m)?.rs.sess.clone())
 }
 
@@ -508,10 +508,10 @@ pub fn remote_time_evaluator(m: &Module, name: &str, dev: DLDevice, settings: &A
 // The device API of RPC devices
 
 /// Routes operations on remote devices to their session (`RPCDeviceAPI`).
-pub struct RpcDeviceApi;
+pub(crate) struct RpcDeviceApi;
 
 /// The one instance.
-pub static RPC_DEVICE_API: RpcDeviceApi = RpcDeviceApi;
+pub(crate) static RPC_DEVICE_API: RpcDeviceApi = RpcDeviceApi;
 
 /// The address and size of a compact host tensor's bytes.
 fn host_range(t: &DLTensor) -> Result<(*mut u8, usize)> {

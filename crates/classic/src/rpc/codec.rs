@@ -15,17 +15,17 @@ use crate::value::code;
 use std::borrow::Cow;
 
 /// Magic of the data plane handshake (`kRPCMagic`).
-pub const RPC_MAGIC: i32 = 0xff271;
+pub(crate) const RPC_MAGIC: i32 = 0xff271;
 /// Magic of the tracker protocol (`kRPCTrackerMagic`).
-pub const RPC_TRACKER_MAGIC: i32 = 0x2f271;
+pub(crate) const RPC_TRACKER_MAGIC: i32 = 0x2f271;
 /// Handshake reply: the key matched.
 pub const RPC_CODE_SUCCESS: i32 = RPC_MAGIC;
 /// Handshake reply: the key is already taken (proxies).
-pub const RPC_CODE_DUPLICATE: i32 = RPC_MAGIC + 1;
+pub(crate) const RPC_CODE_DUPLICATE: i32 = RPC_MAGIC + 1;
 /// Handshake reply: the key did not match.
-pub const RPC_CODE_MISMATCH: i32 = RPC_MAGIC + 2;
+pub(crate) const RPC_CODE_MISMATCH: i32 = RPC_MAGIC + 2;
 /// The protocol version exchanged by `kInitServer`.
-pub const PROTOCOL_VERSION: &str = "0.8.0";
+pub(crate) const PROTOCOL_VERSION: &str = "0.8.0";
 
 /// The RPC codes (`RPCCode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -77,7 +77,7 @@ pub enum RpcCode {
 
 impl RpcCode {
     /// The code with value `v`.
-    pub fn from_i32(v: i32) -> Option<RpcCode> {
+    pub(crate) fn from_i32(v: i32) -> Option<RpcCode> {
         use RpcCode::*;
         const ALL: [RpcCode; 21] = [
             None,
@@ -106,7 +106,8 @@ impl RpcCode {
     }
 
     /// Whether this is a system call (`>= kSyscallCodeStart`).
-    pub fn is_syscall(self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_syscall(self) -> bool {
         self as i32 >= RpcCode::GetGlobalFunc as i32
     }
 }
@@ -232,7 +233,7 @@ pub fn malformed(msg: impl std::fmt::Display) -> Error {
 // Encoding
 
 /// Appends little-endian primitives to a byte buffer.
-pub trait Put {
+pub(crate) trait Put {
     /// An `i32`.
     fn put_i32(&mut self, v: i32);
     /// A `u64`.
@@ -266,7 +267,7 @@ fn put_dtype(out: &mut Vec<u8>, t: DLDataType) {
 }
 
 /// Appends a tensor (`SendDLTensor`).
-pub fn encode_tensor(out: &mut Vec<u8>, t: &WireTensor<'_>) -> Result<()> {
+pub(crate) fn encode_tensor(out: &mut Vec<u8>, t: &WireTensor<'_>) -> Result<()> {
     let ndim = i32::try_from(t.shape.len()).map_err(|_| Error::value("tensor has too many dimensions"))?;
     out.put_u64(t.data);
     put_device(out, t.device);
@@ -281,7 +282,7 @@ pub fn encode_tensor(out: &mut Vec<u8>, t: &WireTensor<'_>) -> Result<()> {
 
 /// Appends a packed sequence (`SendPackedSeq`). Module and function handles may only travel
 /// from a client (`client_mode`).
-pub fn encode_seq(out: &mut Vec<u8>, vals: &[WireValue<'_>], client_mode: bool) -> Result<()> {
+pub(crate) fn encode_seq(out: &mut Vec<u8>, vals: &[WireValue<'_>], client_mode: bool) -> Result<()> {
     let n = i32::try_from(vals.len()).map_err(|_| Error::value("too many RPC arguments"))?;
     out.put_i32(n);
     for v in vals {
@@ -312,7 +313,7 @@ pub fn encode_seq(out: &mut Vec<u8>, vals: &[WireValue<'_>], client_mode: bool) 
 }
 
 /// Starts a packet: a length placeholder and the code. Finish with [`end_packet`].
-pub fn begin_packet(out: &mut Vec<u8>, code: RpcCode) -> usize {
+pub(crate) fn begin_packet(out: &mut Vec<u8>, code: RpcCode) -> usize {
     let start = out.len();
     out.put_u64(0);
     out.put_i32(code as i32);
@@ -321,7 +322,7 @@ pub fn begin_packet(out: &mut Vec<u8>, code: RpcCode) -> usize {
 
 /// Writes the length of the packet begun at `start`, plus `extra` bytes that the caller sends
 /// separately right after (a copy's payload).
-pub fn end_packet(out: &mut [u8], start: usize, extra: u64) {
+pub(crate) fn end_packet(out: &mut [u8], start: usize, extra: u64) {
     let n = (out.len() - start - 8) as u64 + extra;
     out[start..start + 8].copy_from_slice(&n.to_le_bytes());
 }
@@ -364,7 +365,7 @@ pub fn encode_return(out: &mut Vec<u8>, vals: &[WireValue<'_>]) -> Result<()> {
 }
 
 /// `kReturn` of nothing (`ReturnVoid`: one `kTVMNullptr`).
-pub fn encode_return_void(out: &mut Vec<u8>) {
+pub(crate) fn encode_return_void(out: &mut Vec<u8>) {
     let s = begin_packet(out, RpcCode::Return);
     out.put_i32(1);
     out.put_i32(code::NULL);
@@ -399,13 +400,13 @@ pub fn encode_copy_to_remote_head(out: &mut Vec<u8>, t: &WireTensor<'_>, nbytes:
 }
 
 /// The head of `kCopyAck`; the `nbytes` of data follow it on the wire.
-pub fn encode_copy_ack_head(out: &mut Vec<u8>, nbytes: u64) {
+pub(crate) fn encode_copy_ack_head(out: &mut Vec<u8>, nbytes: u64) {
     let s = begin_packet(out, RpcCode::CopyAck);
     end_packet(out, s, nbytes);
 }
 
 /// `kShutdown`.
-pub fn encode_shutdown(out: &mut Vec<u8>) {
+pub(crate) fn encode_shutdown(out: &mut Vec<u8>) {
     let s = begin_packet(out, RpcCode::Shutdown);
     end_packet(out, s, 0);
 }
@@ -626,7 +627,7 @@ pub fn decode_packet(body: &[u8]) -> Result<Packet<'_>> {
 
 /// Bytes of a `kCopyToRemote` head (code, tensor, size) before its shape: the shape's length
 /// is read from them by [`copy_to_remote_head_len`].
-pub const COPY_TO_REMOTE_FIXED: usize = 4 + 8 + 8 + 4 + 4;
+pub(crate) const COPY_TO_REMOTE_FIXED: usize = 4 + 8 + 8 + 4 + 4;
 
 /// The whole head's length, given its first [`COPY_TO_REMOTE_FIXED`] bytes (the rest of the
 /// head being the shape, the byte offset and the size).
@@ -698,7 +699,7 @@ pub fn parse_client_hello(buf: &[u8], max_key: usize) -> Result<Option<(String, 
 }
 
 /// The server's handshake reply: a code, then (on success) its key.
-pub fn encode_server_reply(code: i32, server_key: &str) -> Vec<u8> {
+pub(crate) fn encode_server_reply(code: i32, server_key: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(8 + server_key.len());
     out.put_i32(code);
     if code == RPC_CODE_SUCCESS {
@@ -741,7 +742,7 @@ impl ClientKey {
 }
 
 /// Compares two secrets in time that depends only on their lengths.
-pub fn token_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn token_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }

@@ -745,7 +745,7 @@ enum EventState {
 
 /// A server connection driven by a frontend's event loop (`rpc.CreateEventDrivenServer`):
 /// bytes come in through [`EventServer::handle`], replies go out through `fsend`.
-pub struct EventServer {
+pub(crate) struct EventServer {
     ep: ServerEndpoint,
     ch: CallbackChannel,
     inbuf: Vec<u8>,

@@ -57,7 +57,7 @@ fn log(msg: &str) {
 }
 
 /// Checks a client-given name: relative, no `..`, no NUL.
-pub fn check_name(name: &str) -> Result<()> {
+pub(crate) fn check_name(name: &str) -> Result<()> {
     if name.contains('\0') {
         return Err(Error::value(format!("RPC path {name:?} contains a NUL byte")));
     }
@@ -72,7 +72,7 @@ pub fn check_name(name: &str) -> Result<()> {
 }
 
 /// Whether `target` (which may not exist yet) lies inside `base` once symlinks are resolved.
-pub fn confined(base: &Path, target: &Path) -> Result<bool> {
+pub(crate) fn confined(base: &Path, target: &Path) -> Result<bool> {
     let base = base.canonicalize().map_err(|e| Error::tvm(format!("work directory {}: {e}", base.display())))?;
     // The deepest part of the path that exists decides: what follows it is plain names.
     let mut p = target.to_path_buf();
@@ -179,7 +179,7 @@ fn run(cmd: &mut Command) -> Result<()> {
 
 /// Links `.o` and `.tar` uploads into a shared library next to them (`BuildSharedLibrary`);
 /// other files are returned as they are. The compiler is `$CXX`, else `g++`.
-pub fn build_shared_library(path: &Path) -> Result<PathBuf> {
+pub(crate) fn build_shared_library(path: &Path) -> Result<PathBuf> {
     let s = path.to_string_lossy();
     let cc = std::env::var("CXX").unwrap_or_else(|_| "g++".to_owned());
     let out = PathBuf::from(format!("{s}.so"));
@@ -205,7 +205,7 @@ pub fn build_shared_library(path: &Path) -> Result<PathBuf> {
 }
 
 /// `tvm.rpc.server.load_module(name)`.
-pub fn load_module(name: &str) -> Result<module::Module> {
+pub(crate) fn load_module(name: &str) -> Result<module::Module> {
     let p = build_shared_library(&resolve(name)?)?;
     let m = module::load_from_file(&p.to_string_lossy(), "")?;
     log(&format!("Load module from {} ...", p.display()));

@@ -39,7 +39,8 @@ use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use client::{create_session_module, remote_time_evaluator, RpcModule, RPC_DEVICE_API};
+pub(crate) use client::RPC_DEVICE_API;
+pub use client::{create_session_module, remote_time_evaluator};
 pub use server::{Isolation, Server, ServerConfig};
 
 /// The device API behind every RPC device type (`device_api.rpc`).
@@ -111,7 +112,7 @@ fn set_cloexec(fd: &std::os::fd::OwnedFd) {
 /// `rpc.CreatePipeClient(*cmd)`: starts `cmd` with two more arguments, the descriptors of the
 /// pipe it reads requests from and of the pipe it writes replies to (TVM's popen convention,
 /// e.g. a minrpc server or `tvmrt rpc-server --pipe`), and returns the session over them.
-pub fn create_pipe_client(cmd: &[String]) -> Result<Module> {
+pub(crate) fn create_pipe_client(cmd: &[String]) -> Result<Module> {
     use std::os::fd::AsRawFd;
     let prog = cmd.first().ok_or_else(|| Error::value("rpc.CreatePipeClient needs a command"))?;
     let (child_read, parent_write) = pipe()?;

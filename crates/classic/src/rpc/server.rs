@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Longest key accepted in a handshake (bytes).
-pub const MAX_KEY: usize = 4096;
+pub(crate) const MAX_KEY: usize = 4096;
 
 /// How sessions are kept apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,11 +170,6 @@ impl Server {
     /// The port bound.
     pub fn port(&self) -> u16 {
         self.port
-    }
-
-    /// The directory under which session work directories are made.
-    pub fn work_base(&self) -> &std::path::Path {
-        &self.base
     }
 
     /// A handle to stop [`Server::run`].
@@ -464,7 +459,7 @@ impl RunState {
 
 /// Serves one accepted connection in the calling thread, with `env` as its environment; the
 /// session's objects are released before this returns.
-pub fn serve_session(conn: TcpStream, addr: SocketAddr, env: SessionEnv, silent: bool, max_packet: u64) {
+pub(crate) fn serve_session(conn: TcpStream, addr: SocketAddr, env: SessionEnv, silent: bool, max_packet: u64) {
     let _guard = env::enter(env);
     // A panic ends this session only (and, in a forked child, never unwinds into the parent's
     // accept loop).
@@ -479,7 +474,7 @@ pub fn serve_session(conn: TcpStream, addr: SocketAddr, env: SessionEnv, silent:
 }
 
 /// `RPCServerLoop` over a socket: the start/shutdown hooks around the serving loop.
-pub fn serve_stream(mut conn: TcpStream, max_packet: u64) -> Result<()> {
+pub(crate) fn serve_stream(mut conn: TcpStream, max_packet: u64) -> Result<()> {
     if let Some(f) = registry::get("tvm.rpc.server.start") {
         f.call(&[])?;
     }

@@ -23,19 +23,19 @@ pub mod code {
     /// `STOP`.
     pub const STOP: i64 = 2;
     /// `PUT`.
-    pub const PUT: i64 = 3;
+    pub(crate) const PUT: i64 = 3;
     /// `REQUEST`.
     pub const REQUEST: i64 = 4;
     /// `UPDATE_INFO`.
-    pub const UPDATE_INFO: i64 = 5;
+    pub(crate) const UPDATE_INFO: i64 = 5;
     /// `SUMMARY`.
     pub const SUMMARY: i64 = 6;
     /// `GET_PENDING_MATCHKEYS`.
-    pub const GET_PENDING_MATCHKEYS: i64 = 7;
+    pub(crate) const GET_PENDING_MATCHKEYS: i64 = 7;
 }
 
 /// Largest tracker message accepted (bytes).
-pub const MAX_MESSAGE: usize = 16 << 20;
+pub(crate) const MAX_MESSAGE: usize = 16 << 20;
 
 fn err(msg: impl std::fmt::Display) -> Error {
     Error::with_kind("RPCError", format!("tracker: {msg}"))
@@ -66,7 +66,7 @@ pub fn connect(host: &str, port: u16, timeout: Duration) -> Result<TcpStream> {
 }
 
 /// A connection to a tracker.
-pub struct TrackerConn {
+pub(crate) struct TrackerConn {
     sock: TcpStream,
 }
 
@@ -118,7 +118,7 @@ impl TrackerConn {
 
     /// `UPDATE_INFO`: reports a server (`server:<key>` at `custom_addr` or the tracker's view
     /// of our address, and `port`).
-    pub fn update_info(&mut self, key: &str, custom_addr: Option<&str>, port: u16) -> Result<()> {
+    pub(crate) fn update_info(&mut self, key: &str, custom_addr: Option<&str>, port: u16) -> Result<()> {
         self.expect_success(&json!([code::UPDATE_INFO, {"key": format!("server:{key}"), "addr": [custom_addr, port]}]))
     }
 
@@ -128,41 +128,16 @@ impl TrackerConn {
     }
 
     /// `GET_PENDING_MATCHKEYS`: the match keys of this connection not yet handed out.
-    pub fn pending_match_keys(&mut self) -> Result<Vec<String>> {
+    pub(crate) fn pending_match_keys(&mut self) -> Result<Vec<String>> {
         match self.call(&json!([code::GET_PENDING_MATCHKEYS]))? {
             Json::Array(v) => Ok(v.into_iter().filter_map(|k| k.as_str().map(str::to_owned)).collect()),
             other => Err(err(format!("GET_PENDING_MATCHKEYS answered {other}"))),
         }
     }
-
-    /// `REQUEST` (client side): waits for a server of `key`; returns its host, port and match
-    /// key, to connect with.
-    pub fn request(&mut self, key: &str, priority: i64) -> Result<(String, u16, String)> {
-        let r = self.call(&json!([code::REQUEST, key, "", priority]))?;
-        let ok = r.get(0).and_then(Json::as_i64) == Some(code::SUCCESS);
-        let v = r.get(1);
-        match (ok, v.and_then(|v| v.get(0)), v.and_then(|v| v.get(1)), v.and_then(|v| v.get(2))) {
-            (true, Some(Json::String(h)), Some(p), Some(Json::String(m))) => {
-                let port =
-                    p.as_u64().and_then(|p| u16::try_from(p).ok()).ok_or_else(|| err(format!("bad port {p}")))?;
-                Ok((h.clone(), port, m.clone()))
-            }
-            _ => Err(err(format!("Invalid return value {r}"))),
-        }
-    }
-
-    /// `SUMMARY`.
-    pub fn summary(&mut self) -> Result<Json> {
-        let r = self.call(&json!([code::SUMMARY]))?;
-        match r.get(0).and_then(Json::as_i64) {
-            Some(code::SUCCESS) => Ok(r.get(1).cloned().unwrap_or(Json::Null)),
-            _ => Err(err(format!("Invalid return value {r}"))),
-        }
-    }
 }
 
 /// A random match key `<prefix><random in [0, 1)>` not in `avoid` (`base.random_key`).
-pub fn random_key(prefix: &str, avoid: &std::collections::HashSet<String>) -> String {
+pub(crate) fn random_key(prefix: &str, avoid: &std::collections::HashSet<String>) -> String {
     use rand::{Rng, SeedableRng};
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
     let mut rng = rand::rngs::SmallRng::seed_from_u64(nanos ^ (u64::from(std::process::id()) << 32));

@@ -53,7 +53,7 @@ pub mod code {
     /// `kTVMExtBegin` of TVM v0.8 (v0.18 moved it to 16, after [`BOOL`]).
     pub const EXT_BEGIN: i32 = 15;
     /// `kTVMExtEnd`.
-    pub const EXT_END: i32 = 128;
+    pub(crate) const EXT_END: i32 = 128;
 }
 
 /// TVM's diagnostic name of a type code.
@@ -78,11 +78,6 @@ pub fn code_name(c: c_int) -> String {
         16..=127 => format!("ext({c})"),
         _ => format!("unknown type_code={c}"),
     }
-}
-
-/// Whether `c` is a type code this runtime knows.
-pub fn is_known_code(c: c_int) -> bool {
-    (0..code::EXT_END).contains(&c)
 }
 
 /// The address of an NDArray container's `DLTensor` (the handle C sees) is 16 bytes past
@@ -170,7 +165,7 @@ impl Value {
 
     /// Whether dropping this value releases something (a reference, a box).
     #[inline]
-    pub fn owns_resources(&self) -> bool {
+    pub(crate) fn owns_resources(&self) -> bool {
         matches!(
             self,
             Value::Object(_)
@@ -452,7 +447,7 @@ impl<'a> Args<'a> {
 
     /// Like [`Args::bytes`], but borrows the caller's bytes (codes 11 and 12) for the call
     /// instead of copying them: for large inputs such as a params blob.
-    pub fn bytes_view(&self, i: usize) -> Result<std::borrow::Cow<'a, [u8]>> {
+    pub(crate) fn bytes_view(&self, i: usize) -> Result<std::borrow::Cow<'a, [u8]>> {
         let (v, c) = self.raw(i)?;
         if c == code::BYTES {
             // SAFETY: code 12 carries a TVMByteArray* (checked non-NULL), live for the call.

@@ -83,7 +83,7 @@ pub enum Instruction {
 }
 
 /// The opcode names, by number.
-pub const OPCODE_NAMES: [&str; 20] = [
+pub(crate) const OPCODE_NAMES: [&str; 20] = [
     "Move",
     "Ret",
     "Invoke",
@@ -112,7 +112,7 @@ fn hash_combine(key: u64, value: i64) -> u64 {
 }
 
 /// The hash stored before a serialized instruction: the opcode combined with every field.
-pub fn instruction_hash(opcode: i64, fields: &[i64]) -> i64 {
+pub(crate) fn instruction_hash(opcode: i64, fields: &[i64]) -> i64 {
     fields.iter().fold(opcode as u64, |k, &f| hash_combine(k, f)) as i64
 }
 

@@ -28,7 +28,7 @@ use crate::ndarray::NDArray;
 use std::collections::{BTreeMap, HashMap};
 
 /// The magic number at the start of a serialized executable.
-pub const MAGIC: u64 = 0xD225_DE2F_4214_151D;
+pub(crate) const MAGIC: u64 = 0xD225_DE2F_4214_151D;
 
 /// The only version string this runtime reads (`TVM_VERSION` of v0.8.0).
 pub const VERSION: &str = "0.8.0";
@@ -92,7 +92,7 @@ fn device_type(v: i64, what: &dyn std::fmt::Display) -> Result<i32> {
 }
 
 /// `VerifyDataType` of memory_manager.cc (and no zero-bit types).
-pub fn verify_dtype(t: DLDataType) -> Result<()> {
+pub(crate) fn verify_dtype(t: DLDataType) -> Result<()> {
     let ok = t.lanes >= 1
         && t.bits != 0
         && t.bits.is_power_of_two()

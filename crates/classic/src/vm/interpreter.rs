@@ -23,15 +23,15 @@ use std::ffi::c_int;
 use std::sync::{Arc, OnceLock};
 
 /// The most nested calls a VM runs (Relay loops recurse; TVM has no limit but memory).
-pub const MAX_CALL_DEPTH: usize = 1 << 20;
+pub(crate) const MAX_CALL_DEPTH: usize = 1 << 20;
 /// The most registers live over all frames (32 MiB of registers).
-pub const MAX_STACK_REGISTERS: usize = 1 << 22;
+pub(crate) const MAX_STACK_REGISTERS: usize = 1 << 22;
 
 /// The CPU, device 0 (where shapes, tags and scalars live).
 pub const CPU0: DLDevice = DLDevice { device_type: CPU, device_id: 0 };
 
 /// The body of a `vm.Closure` object: a VM function and the values it captured.
-pub struct VmClosureObj {
+pub(crate) struct VmClosureObj {
     /// The function's index in the executable.
     pub func_index: usize,
     /// The captured values, passed before the call's own arguments.
@@ -39,7 +39,7 @@ pub struct VmClosureObj {
 }
 
 /// The type index of `vm.Closure`.
-pub fn closure_type_index() -> u32 {
+pub(crate) fn closure_type_index() -> u32 {
     static IDX: OnceLock<u32> = OnceLock::new();
     *IDX.get_or_init(|| register_type("vm.Closure", "runtime.Closure"))
 }
@@ -121,7 +121,7 @@ enum Flow {
 }
 
 /// An executable with its resolved primitives: what every VM of it shares.
-pub struct Interpreter {
+pub(crate) struct Interpreter {
     /// The executable.
     pub exec: Arc<Executable>,
     /// The primitive functions, by packed index.
@@ -129,7 +129,7 @@ pub struct Interpreter {
 }
 
 /// An NDArray view of an object, or a type error naming what it was.
-pub fn as_ndarray(obj: &ObjectRef, what: &str) -> Result<NDArray> {
+pub(crate) fn as_ndarray(obj: &ObjectRef, what: &str) -> Result<NDArray> {
     NDArray::from_object(obj.clone()).ok_or_else(|| {
         Error::type_error(format!(
             "{what} must be a tensor, got {}",
@@ -151,7 +151,7 @@ pub fn copy_to(a: &NDArray, dev: DLDevice) -> Result<NDArray> {
 
 /// `CopyTo` of vm.cc: tensors on another device type are copied, ADTs rebuilt with their fields
 /// copied; anything else is refused.
-pub fn copy_object_to(obj: &ObjectRef, dev: DLDevice) -> Result<ObjectRef> {
+pub(crate) fn copy_object_to(obj: &ObjectRef, dev: DLDevice) -> Result<ObjectRef> {
     if let Some(a) = NDArray::from_object(obj.clone()) {
         return Ok(if a.device().device_type != dev.device_type {
             copy_to(&a, dev)?.into_object()

@@ -38,7 +38,7 @@ impl ObjectBody for StorageObj {
 }
 
 /// The type index of `vm.Storage` (registered by key on first use).
-pub fn storage_type_index() -> u32 {
+pub(crate) fn storage_type_index() -> u32 {
     static IDX: OnceLock<u32> = OnceLock::new();
     *IDX.get_or_init(|| register_type("vm.Storage", "runtime.Object"))
 }
@@ -67,7 +67,13 @@ impl StorageObj {
 
     /// `StorageObj::AllocNDArray`: a tensor at byte `offset` of the block (the block's pointer
     /// with `byte_offset`, as TVM makes it), keeping `this` (the storage object) alive.
-    pub fn alloc_ndarray(&self, this: &ObjectRef, offset: i64, shape: &[i64], dtype: DLDataType) -> Result<NDArray> {
+    pub(crate) fn alloc_ndarray(
+        &self,
+        this: &ObjectRef,
+        offset: i64,
+        shape: &[i64],
+        dtype: DLDataType,
+    ) -> Result<NDArray> {
         super::executable::verify_dtype(dtype)?;
         let needed = device::shape_bytes(shape, dtype)?;
         let off = usize::try_from(offset).map_err(|_| Error::value(format!("negative storage offset {offset}")))?;

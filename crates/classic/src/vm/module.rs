@@ -73,7 +73,7 @@ fn unknown(name: &str) -> Error {
 }
 
 /// The executable behind a module argument.
-pub fn executable_of(m: &Module) -> Result<&ExecutableModule> {
+pub(crate) fn executable_of(m: &Module) -> Result<&ExecutableModule> {
     m.downcast::<ExecutableModule>()
         .ok_or_else(|| Error::type_error(format!("expected a VMExecutable module, got a {} module", m.type_key())))
 }

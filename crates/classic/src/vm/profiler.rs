@@ -39,20 +39,20 @@ fn json_str(s: &str) -> String {
 
 impl Recorder {
     /// `ShapeString` of profiling.cc: `float32[1, 128]`.
-    pub fn shape_string(shape: &[i64], t: DLDataType) -> String {
+    pub(crate) fn shape_string(shape: &[i64], t: DLDataType) -> String {
         let dims: Vec<String> = shape.iter().map(i64::to_string).collect();
         format!("{}[{}]", dtype::format(t).unwrap_or_default(), dims.join(", "))
     }
 
     /// A VM operation that started at `t0`.
     /// `metric` is an extra (name, text) column, as TVM adds (`Argument Shapes`).
-    pub fn record_op(&mut self, name: &str, dev: DLDevice, t0: Instant, metric: Option<(&str, String)>) {
+    pub(crate) fn record_op(&mut self, name: &str, dev: DLDevice, t0: Instant, metric: Option<(&str, String)>) {
         let metrics = metric.map(|(k, s)| vec![(k.to_owned(), s)]).unwrap_or_default();
         self.calls.push(Call { name: name.into(), device: dev, us: t0.elapsed().as_secs_f64() * 1e6, metrics });
     }
 
     /// A primitive call that started at `t0` (the device already synchronised).
-    pub fn record_packed(
+    pub(crate) fn record_packed(
         &mut self,
         name: &str,
         dev: DLDevice,
@@ -73,7 +73,7 @@ impl Recorder {
 
     /// The report (the JSON of `runtime.profiling.AsJSON`): the calls, then the whole run's
     /// duration for each of `devices`.
-    pub fn into_json(self, devices: &[DLDevice]) -> String {
+    pub(crate) fn into_json(self, devices: &[DLDevice]) -> String {
         let total_us = self.start.elapsed().as_secs_f64() * 1e6;
         let mut out = String::from("{\"calls\":[");
         for (i, c) in self.calls.iter().enumerate() {

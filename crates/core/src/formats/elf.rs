@@ -100,7 +100,7 @@ pub fn check_bytes(bytes: &[u8], what: &str) -> Result<()> {
 
 /// Checks a library file. A file that cannot be read or is not ELF passes (the loader says
 /// what is wrong with it).
-pub fn check_file(path: &str, what: &str) -> Result<()> {
+pub(crate) fn check_file(path: &str, what: &str) -> Result<()> {
     let Ok(mut f) = std::fs::File::open(path) else { return Ok(()) };
     let Ok(meta) = f.metadata() else { return Ok(()) };
     let len = meta.len();

@@ -74,7 +74,7 @@ pub struct ModuleEntry<'a> {
 
 impl ModuleEntry<'_> {
     /// Whether this is the placeholder for the shared library.
-    pub fn is_lib(&self) -> bool {
+    pub(crate) fn is_lib(&self) -> bool {
         self.payload.is_none()
     }
 }

@@ -28,7 +28,7 @@ impl Dso {
 
     /// `dlopen`s `path`, calling the library `name` in messages and in [`Dso::path`] (for a
     /// library loaded from memory, whose path means nothing after the load).
-    pub fn open_as(path: &str, name: &str) -> Result<Arc<Dso>> {
+    pub(crate) fn open_as(path: &str, name: &str) -> Result<Arc<Dso>> {
         // Already loaded (another module of the same file): take another reference, without
         // touching the file (its check was made when it was first loaded).
         // SAFETY: RTLD_NOLOAD loads nothing and runs no initialiser; it only finds a library

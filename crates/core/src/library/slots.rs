@@ -72,7 +72,7 @@ pub fn set_context_slots(table: &'static [(&'static str, *const c_void)]) -> Res
 /// `addr` is NULL, misaligned, or a pointer-sized writable variable (a data symbol of a loaded
 /// library, or one registered with the system library) that stays live for `'a` and that the
 /// runtime writes only through atomics.
-pub unsafe fn pointer_slot<'a>(addr: *mut c_void, what: &str) -> Result<&'a AtomicPtr<c_void>> {
+pub(crate) unsafe fn pointer_slot<'a>(addr: *mut c_void, what: &str) -> Result<&'a AtomicPtr<c_void>> {
     if addr.is_null() || (addr as usize) % std::mem::align_of::<AtomicPtr<c_void>>() != 0 {
         return Err(Error::value(format!("{what} at {addr:p} is not an aligned pointer variable")));
     }

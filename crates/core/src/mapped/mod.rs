@@ -117,7 +117,8 @@ impl Region {
     }
 
     /// A region that never releases nor allows zero-copy.
-    pub fn inert(bytes: &[u8]) -> Region {
+    #[cfg(test)]
+    pub(crate) fn inert(bytes: &[u8]) -> Region {
         let start = bytes.as_ptr() as usize;
         Region {
             start,

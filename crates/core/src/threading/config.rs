@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 
 /// Which cores a thread configuration prefers (`mode` of `runtime.config_threadpool`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CoreMode {
+pub(crate) enum CoreMode {
     /// `kBig` (1) and every mode other than -1: the fastest cores first.
     Big,
     /// `kLittle` (-1): the slowest cores first.
@@ -192,7 +192,7 @@ pub(super) mod affinity {
 
     /// The CPU ids this process may use (no affinity API: `0..available_parallelism`).
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
-    pub fn allowed_cpus() -> Vec<usize> {
+    pub(crate) fn allowed_cpus() -> Vec<usize> {
         (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect()
     }
 
@@ -230,7 +230,7 @@ pub(super) mod affinity {
     /// The CPU the calling thread runs on: unknown here.
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
     #[inline]
-    pub fn current_cpu() -> i32 {
+    pub(crate) fn current_cpu() -> i32 {
         -1
     }
 
@@ -268,7 +268,7 @@ pub(super) mod affinity {
 
     /// Moving threads is not supported here.
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
-    pub fn move_off(_cpu: usize) -> bool {
+    pub(crate) fn move_off(_cpu: usize) -> bool {
         false
     }
 

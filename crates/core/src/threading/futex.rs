@@ -58,7 +58,7 @@ mod imp {
     }
 
     /// Nothing to do: sleepers poll.
-    pub fn wake(_word: &AtomicU32, _count: i32) {}
+    pub(crate) fn wake(_word: &AtomicU32, _count: i32) {}
 }
 
 /// Sleeps while `*word == expected` (see the module documentation).

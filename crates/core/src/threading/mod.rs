@@ -32,7 +32,7 @@ mod futex;
 mod pool;
 pub mod stack;
 
-pub use config::CoreMode;
+pub(crate) use config::CoreMode;
 
 use crate::error::{last_error_message, Error, Result};
 use parking_lot::{Condvar, Mutex};
@@ -109,7 +109,8 @@ pub fn share_cpus_with_spinning_team() {
 }
 
 /// True while the calling thread runs a parallel task (a launch from here runs inline).
-pub fn in_parallel_task() -> bool {
+#[cfg(test)]
+pub(crate) fn in_parallel_task() -> bool {
     pool::in_task()
 }
 
@@ -134,6 +135,7 @@ unsafe fn call_c_lambda(data: *const (), task_id: i32, env: &mut TVMParallelGrou
 
 /// # Safety
 /// `data` points to a live `F`.
+#[cfg(test)]
 unsafe fn call_closure<F>(data: *const (), task_id: i32, env: &mut TVMParallelGroupEnv) -> TaskResult
 where
     F: Fn(i32, &mut TVMParallelGroupEnv) -> Result<()> + Sync,
@@ -206,7 +208,8 @@ pub fn parallel_launch(flambda: Option<FTVMParallelLambda>, cdata: *mut c_void, 
 
 /// [`parallel_launch`] for a Rust body: `f(task_id, env)` for every task; an `Err` (or a panic)
 /// fails that task.
-pub fn parallel_launch_with<F>(num_task: i32, f: F) -> Result<()>
+#[cfg(test)]
+pub(crate) fn parallel_launch_with<F>(num_task: i32, f: F) -> Result<()>
 where
     F: Fn(i32, &mut TVMParallelGroupEnv) -> Result<()> + Sync,
 {

@@ -54,7 +54,7 @@ impl Aux {
     }
 
     /// Stages `n` copies of `value`.
-    pub fn push_fill(&mut self, value: i32, n: usize) -> Slot {
+    pub(crate) fn push_fill(&mut self, value: i32, n: usize) -> Slot {
         let offset = self.host.len();
         self.host.resize(offset + n, value);
         self.pad();
@@ -62,7 +62,7 @@ impl Aux {
     }
 
     /// Stages a `(k, n)` array from `k` rows of `n` values.
-    pub fn push_rows(&mut self, rows: &[&[i32]]) -> Slot {
+    pub(crate) fn push_rows(&mut self, rows: &[&[i32]]) -> Slot {
         let offset = self.host.len();
         let n = rows.first().map_or(0, |r| r.len());
         for r in rows {
@@ -74,7 +74,7 @@ impl Aux {
 
     /// Copies the staged arrays to the device (growing the buffer if needed) and returns the
     /// buffer the views are taken from.
-    pub fn commit(&mut self) -> FfiResult<ObjectRef> {
+    pub(crate) fn commit(&mut self) -> FfiResult<ObjectRef> {
         let need = self.host.len().max(4);
         if self.buffer.is_none() || self.capacity < need {
             let cap = need.next_power_of_two().max(1024);
@@ -125,7 +125,7 @@ impl Aux {
     }
 
     /// A view of a committed slot with an explicit shape (its elements staged).
-    pub fn view_shaped(&self, buf: &ObjectRef, s: Slot, shape: &[i64]) -> ObjectRef {
+    pub(crate) fn view_shaped(&self, buf: &ObjectRef, s: Slot, shape: &[i64]) -> ObjectRef {
         // SAFETY: a live tensor we allocated.
         let d = unsafe { tensor::dltensor(buf.as_ptr()) };
         tensor::in_owner(buf.clone(), d.data, d.byte_offset + 4 * s.offset as u64, shape, I32, d.device)

@@ -153,7 +153,7 @@ impl AttnFn {
     }
 
     /// Reads an `Array` argument into a kernel.
-    pub fn from_array(v: &TVMFFIAny, family: Family, name: &'static str) -> FfiResult<Option<AttnFn>> {
+    pub(crate) fn from_array(v: &TVMFFIAny, family: Family, name: &'static str) -> FfiResult<Option<AttnFn>> {
         if v.type_index != ti::ARRAY && v.type_index != ti::LIST {
             return Err(FfiError::type_error(format!(
                 "{name}: expected an Array (the kernel tuple), got {}",
@@ -166,7 +166,7 @@ impl AttnFn {
         AttnFn::parse(seq_items(&arr), family, name)
     }
 
-    pub fn is_flashinfer(&self) -> bool {
+    pub(crate) fn is_flashinfer(&self) -> bool {
         matches!(self.imp, Imp::FlashInfer { .. })
     }
 
@@ -192,7 +192,7 @@ impl AttnFn {
 
     /// Paged prefill, multi-head.
     #[allow(clippy::too_many_arguments, reason = "the kernel's own arguments")]
-    pub fn paged_prefill_mha(
+    pub(crate) fn paged_prefill_mha(
         &self,
         depth: usize,
         q: &ObjectRef,
@@ -270,7 +270,7 @@ impl AttnFn {
 
     /// Paged prefill, multi-head latent attention.
     #[allow(clippy::too_many_arguments, reason = "the kernel's own arguments")]
-    pub fn paged_prefill_mla(
+    pub(crate) fn paged_prefill_mla(
         &self,
         depth: usize,
         q: &ObjectRef,
@@ -343,7 +343,7 @@ impl AttnFn {
 
     /// Ragged prefill (the new tokens attending to each other).
     #[allow(clippy::too_many_arguments, reason = "the kernel's own arguments")]
-    pub fn ragged_mha(
+    pub(crate) fn ragged_mha(
         &self,
         q: &ObjectRef,
         k: &ObjectRef,
@@ -412,7 +412,7 @@ impl AttnFn {
 
     /// Paged decode (one query per sequence).
     #[allow(clippy::too_many_arguments, reason = "the kernel's own arguments")]
-    pub fn decode_mha(
+    pub(crate) fn decode_mha(
         &self,
         depth: usize,
         q: &ObjectRef,
@@ -479,7 +479,7 @@ impl AttnFn {
 
     /// Paged prefill under a token-tree mask.
     #[allow(clippy::too_many_arguments, reason = "the kernel's own arguments")]
-    pub fn paged_tree_mha(
+    pub(crate) fn paged_tree_mha(
         &self,
         q: &ObjectRef,
         qo_indptr: &ObjectRef,
@@ -523,7 +523,7 @@ impl AttnFn {
 
     /// Ragged prefill under a token-tree mask.
     #[allow(clippy::too_many_arguments, reason = "the kernel's own arguments")]
-    pub fn ragged_tree_mha(
+    pub(crate) fn ragged_tree_mha(
         &self,
         q: &ObjectRef,
         k: &ObjectRef,
@@ -565,7 +565,7 @@ impl AttnFn {
 
     /// FlashInfer's plan for a paged prefill at `depth` (MHA or MLA).
     #[allow(clippy::too_many_arguments, reason = "the plan's own arguments")]
-    pub fn plan_paged_prefill(
+    pub(crate) fn plan_paged_prefill(
         &mut self,
         depth: usize,
         ws: (&ObjectRef, &ObjectRef, &ObjectRef),
@@ -633,7 +633,7 @@ impl AttnFn {
 
     /// FlashInfer's plan for the ragged prefill.
     #[allow(clippy::too_many_arguments, reason = "the plan's own arguments")]
-    pub fn plan_ragged(
+    pub(crate) fn plan_ragged(
         &mut self,
         ws: (&ObjectRef, &ObjectRef, &ObjectRef),
         indptr: &[i32],
@@ -688,7 +688,7 @@ impl AttnFn {
 
     /// FlashInfer's plan for a paged decode at `depth`.
     #[allow(clippy::too_many_arguments, reason = "the plan's own arguments")]
-    pub fn plan_decode(
+    pub(crate) fn plan_decode(
         &mut self,
         depth: usize,
         ws: (&ObjectRef, &ObjectRef, &ObjectRef),

@@ -11,12 +11,12 @@
 //! sequences and forward passes. Each object is mutable behind a lock; a call that fails leaves
 //! it as it was (errors are `InternalError`s with TVM's messages where TVM has one).
 
-pub mod aux_data;
+pub(crate) mod aux_data;
 pub mod backend;
 pub mod forward;
 pub mod paged;
-pub mod paging;
-pub mod rnn;
+pub(crate) mod paging;
+pub(crate) mod rnn;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
@@ -39,19 +39,19 @@ fn index(key: &'static str, depth: i32, slots: i32, parent: i32, cell: &'static 
 }
 
 /// `relax.vm.KVState`.
-pub fn kv_state_index() -> i32 {
+pub(crate) fn kv_state_index() -> i32 {
     static I: OnceLock<i32> = OnceLock::new();
     index("relax.vm.KVState", 1, 4, ti::OBJECT, &I)
 }
 
 /// `relax.vm.AttentionKVCache`.
-pub fn attention_kv_cache_index() -> i32 {
+pub(crate) fn attention_kv_cache_index() -> i32 {
     static I: OnceLock<i32> = OnceLock::new();
     index("relax.vm.AttentionKVCache", 2, 1, kv_state_index(), &I)
 }
 
 /// `relax.vm.RNNState`.
-pub fn rnn_state_index() -> i32 {
+pub(crate) fn rnn_state_index() -> i32 {
     static I: OnceLock<i32> = OnceLock::new();
     index("relax.vm.RNNState", 2, 1, kv_state_index(), &I)
 }

@@ -188,7 +188,7 @@ impl Pages {
     }
 
     /// [`Pages::trace`] into `t` (cleared first).
-    pub fn trace_into(&self, seq: &Sequence, t: &mut Vec<i32>) {
+    pub(crate) fn trace_into(&self, seq: &Sequence, t: &mut Vec<i32>) {
         t.clear();
         let mut b = seq.last_block;
         while b != -1 {
@@ -480,7 +480,7 @@ impl Pages {
     /// What appending `len` tokens to sequence `seq` (`new_len` long with them) does to its last
     /// block's page count, with the slide of its window; refuses what the append cannot do (a
     /// frozen block, a window that breaks its invariants).
-    pub fn plan_reserve(&self, seq: &Sequence, new_len: i32, len: i32) -> FfiResult<Reserve> {
+    pub(crate) fn plan_reserve(&self, seq: &Sequence, new_len: i32, len: i32) -> FfiResult<Reserve> {
         let ps = self.page_size;
         let block = self.block(seq.last_block);
         if len <= 0 {
@@ -578,7 +578,7 @@ impl Pages {
     }
 
     /// Checks that the pages the reservations ask for (in batch order) are there.
-    pub fn check_pages(&self, plans: impl Iterator<Item = FfiResult<Reserve>>) -> FfiResult<()> {
+    pub(crate) fn check_pages(&self, plans: impl Iterator<Item = FfiResult<Reserve>>) -> FfiResult<()> {
         let mut free = self.free_pages.len() as i64;
         let mut need = 0i64;
         for r in plans {

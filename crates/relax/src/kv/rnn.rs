@@ -16,7 +16,7 @@ use tvm_runtime_tvm_ffi::registry::Builder;
 use tvm_runtime_tvm_ffi::{tensor as ten, ti, types, FfiError, FfiResult};
 
 /// `relax.vm.RNNStateImp`.
-pub fn rnn_state_imp_index() -> i32 {
+pub(crate) fn rnn_state_imp_index() -> i32 {
     static I: OnceLock<i32> = OnceLock::new();
     *I.get_or_init(|| {
         types::get_or_alloc_index("relax.vm.RNNStateImp", -1, 3, 0, false, rnn_state_index())

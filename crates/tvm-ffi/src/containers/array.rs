@@ -36,7 +36,7 @@ unsafe fn drop_elements(obj: *mut ObjBox<TVMFFISeqCell>) {
 
 /// Makes a sequence object (`ffi.Array`, or another type index with the same in-place layout)
 /// holding `items`, with room for `capacity` (at least `items.len()`).
-pub fn make_seq(type_index: i32, items: Vec<Any>, capacity: usize) -> ObjectRef {
+pub(crate) fn make_seq(type_index: i32, items: Vec<Any>, capacity: usize) -> ObjectRef {
     let n = items.len();
     let cap = capacity.max(n);
     make_inplace_object(

@@ -10,7 +10,7 @@ use crate::hash::stable_hash_bytes;
 use crate::{string, ti, types, FfiError, FfiResult};
 
 /// `StableHashCombine`.
-pub fn stable_hash_combine(key: u64, value: u64) -> u64 {
+pub(crate) fn stable_hash_combine(key: u64, value: u64) -> u64 {
     key ^ (value.wrapping_add(0x9e37_79b9).wrapping_add(key << 6).wrapping_add(key >> 2))
 }
 
@@ -72,7 +72,7 @@ fn call_hook(hook: &Any, args: &[TVMFFIAny]) -> FfiResult<Any> {
 
 /// `AnyHash` of a cell (owned values' cells; views must be converted to `Any` first, as the C++
 /// functions take `const Any&`).
-pub fn hash_raw(v: &TVMFFIAny) -> FfiResult<u64> {
+pub(crate) fn hash_raw(v: &TVMFFIAny) -> FfiResult<u64> {
     match v.type_index {
         ti::SMALL_STR => Ok(stable_hash_combine(ti::STR as u64, v.bits() % 2_147_483_647)),
         ti::SMALL_BYTES => Ok(stable_hash_combine(ti::BYTES as u64, v.bits() % 2_147_483_647)),
@@ -97,7 +97,7 @@ fn words(v: &TVMFFIAny) -> (u64, u64) {
 }
 
 /// `AnyEqual` of two cells.
-pub fn equal_raw(lhs: &TVMFFIAny, rhs: &TVMFFIAny) -> FfiResult<bool> {
+pub(crate) fn equal_raw(lhs: &TVMFFIAny, rhs: &TVMFFIAny) -> FfiResult<bool> {
     if words(lhs) == words(rhs) {
         return Ok(true);
     }

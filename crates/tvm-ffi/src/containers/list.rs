@@ -145,19 +145,19 @@ pub fn make_list(items: Vec<Any>) -> ObjectRef {
 }
 
 /// The number of elements.
-pub fn list_size(o: &ObjectRef) -> FfiResult<usize> {
+pub(crate) fn list_size(o: &ObjectRef) -> FfiResult<usize> {
     Ok(ListRaw::of(o)?.size())
 }
 
 /// The element at `i` (a copy).
-pub fn list_get(o: &ObjectRef, i: i64) -> FfiResult<Any> {
+pub(crate) fn list_get(o: &ObjectRef, i: i64) -> FfiResult<Any> {
     let mut l = ListRaw::of(o)?;
     let n = l.size();
     usize::try_from(i).ok().and_then(|u| l.slice().get(u)).cloned().ok_or_else(|| oob(i, n))
 }
 
 /// Sets the element at `i`.
-pub fn list_set(o: &ObjectRef, i: i64, v: Any) -> FfiResult<()> {
+pub(crate) fn list_set(o: &ObjectRef, i: i64, v: Any) -> FfiResult<()> {
     let mut l = ListRaw::of(o)?;
     let n = l.size();
     let slot = usize::try_from(i).ok().and_then(|u| l.slice().get_mut(u)).ok_or_else(|| oob(i, n))?;
@@ -167,13 +167,13 @@ pub fn list_set(o: &ObjectRef, i: i64, v: Any) -> FfiResult<()> {
 }
 
 /// Appends.
-pub fn list_append(o: &ObjectRef, v: Any) -> FfiResult<()> {
+pub(crate) fn list_append(o: &ObjectRef, v: Any) -> FfiResult<()> {
     ListRaw::of(o)?.push(v);
     Ok(())
 }
 
 /// Inserts `items` at `idx` (`0 <= idx <= size`).
-pub fn list_insert(o: &ObjectRef, idx: i64, items: Vec<Any>) -> FfiResult<()> {
+pub(crate) fn list_insert(o: &ObjectRef, idx: i64, items: Vec<Any>) -> FfiResult<()> {
     let mut l = ListRaw::of(o)?;
     if items.is_empty() {
         return Ok(());
@@ -199,7 +199,7 @@ pub fn list_insert(o: &ObjectRef, idx: i64, items: Vec<Any>) -> FfiResult<()> {
 }
 
 /// Erases `[first, last)`.
-pub fn list_erase_range(o: &ObjectRef, first: i64, last: i64) -> FfiResult<()> {
+pub(crate) fn list_erase_range(o: &ObjectRef, first: i64, last: i64) -> FfiResult<()> {
     let mut l = ListRaw::of(o)?;
     if first == last {
         return Ok(());
@@ -223,7 +223,7 @@ pub fn list_erase_range(o: &ObjectRef, first: i64, last: i64) -> FfiResult<()> {
 }
 
 /// Erases the element at `i`.
-pub fn list_erase(o: &ObjectRef, i: i64) -> FfiResult<()> {
+pub(crate) fn list_erase(o: &ObjectRef, i: i64) -> FfiResult<()> {
     let n = list_size(o)?;
     if i < 0 || i as usize >= n {
         return Err(oob(i, n));
@@ -232,25 +232,26 @@ pub fn list_erase(o: &ObjectRef, i: i64) -> FfiResult<()> {
 }
 
 /// Removes every element (keeps the storage).
-pub fn list_clear(o: &ObjectRef) -> FfiResult<()> {
+pub(crate) fn list_clear(o: &ObjectRef) -> FfiResult<()> {
     let n = list_size(o)? as i64;
     list_erase_range(o, 0, n)
 }
 
 /// Reverses in place.
-pub fn list_reverse(o: &ObjectRef) -> FfiResult<()> {
+pub(crate) fn list_reverse(o: &ObjectRef) -> FfiResult<()> {
     ListRaw::of(o)?.slice().reverse();
     Ok(())
 }
 
 /// Grows the capacity to at least `n`.
-pub fn list_reserve(o: &ObjectRef, n: i64) -> FfiResult<()> {
+pub(crate) fn list_reserve(o: &ObjectRef, n: i64) -> FfiResult<()> {
     ListRaw::of(o)?.reserve(n.max(0) as usize);
     Ok(())
 }
 
 /// The capacity.
-pub fn list_capacity(o: &ObjectRef) -> FfiResult<usize> {
+#[cfg(test)]
+pub(crate) fn list_capacity(o: &ObjectRef) -> FfiResult<usize> {
     Ok(ListRaw::of(o)?.cell().capacity.max(0) as usize)
 }
 

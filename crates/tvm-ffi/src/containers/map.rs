@@ -188,7 +188,7 @@ pub fn end(m: MapRaw) -> u64 {
 }
 
 /// The position after `i` (`operator++`).
-pub fn advance(m: MapRaw, i: u64) -> u64 {
+pub(crate) fn advance(m: MapRaw, i: u64) -> u64 {
     if m.is_small() {
         if i + 1 < m.size() {
             i + 1
@@ -492,7 +492,7 @@ fn small_insert(map: &ObjectRef, k: Any, v: Any) -> FfiResult<Option<ObjectRef>>
 
 /// `MapBaseObj::InsertMaybeReHash`: inserts or replaces; a new map object when the storage had
 /// to be rebuilt (the old one keeps its entries in the small case, is emptied in the dense one).
-pub fn insert_maybe_rehash(map: &ObjectRef, k: Any, v: Any) -> FfiResult<Option<ObjectRef>> {
+pub(crate) fn insert_maybe_rehash(map: &ObjectRef, k: Any, v: Any) -> FfiResult<Option<ObjectRef>> {
     let m = view(map);
     if !m.is_small() {
         return dense_insert(map, k, v);
@@ -509,7 +509,7 @@ pub fn insert_maybe_rehash(map: &ObjectRef, k: Any, v: Any) -> FfiResult<Option<
 }
 
 /// `MapBaseObj::CreateFromRange`.
-pub fn create_from_range(type_index: i32, items: Vec<(Any, Any)>) -> FfiResult<ObjectRef> {
+pub(crate) fn create_from_range(type_index: i32, items: Vec<(Any, Any)>) -> FfiResult<ObjectRef> {
     let cap = items.len() as u64;
     if cap < SMALL_MAX {
         if cap < 2 {
@@ -563,7 +563,7 @@ pub fn copy_from(type_index: i32, from: &ObjectRef) -> FfiResult<ObjectRef> {
 
 /// `MapBaseObj::InplaceSwitchTo`: `this` takes over `other`'s storage (what `ffi.Dict` does when
 /// an insertion rebuilt the storage: the dict object keeps its identity).
-pub fn inplace_switch_to(this: &ObjectRef, other: ObjectRef) -> FfiResult<()> {
+pub(crate) fn inplace_switch_to(this: &ObjectRef, other: ObjectRef) -> FfiResult<()> {
     let t = view(this);
     let o = view(&other);
     if t.is_small() {
@@ -646,7 +646,7 @@ fn dense_erase(m: MapRaw, idx: u64) -> FfiResult<()> {
 }
 
 /// Erases the entry at a valid position.
-pub fn erase_at(m: MapRaw, i: u64) -> FfiResult<()> {
+pub(crate) fn erase_at(m: MapRaw, i: u64) -> FfiResult<()> {
     if m.is_small() {
         if i >= m.size() {
             return Ok(());
@@ -717,7 +717,7 @@ pub fn map_get(o: &ObjectRef, key: &Any) -> FfiResult<Option<Any>> {
 
 /// [`map_get`] with the key as a cell (an owned value's or an argument's, as [`Any::from_view`]
 /// would keep it: no raw strings).
-pub fn map_get_raw(o: &ObjectRef, key: &TVMFFIAny) -> FfiResult<Option<Any>> {
+pub(crate) fn map_get_raw(o: &ObjectRef, key: &TVMFFIAny) -> FfiResult<Option<Any>> {
     let m = check_map(o)?;
     match find(m, key)? {
         // SAFETY: owned cell of the map; a copy.
@@ -763,7 +763,7 @@ pub fn map_set(map: &mut ObjectRef, key: Any, value: Any) -> FfiResult<()> {
 }
 
 /// Erases `key` from a dict (or a map this code owns alone); whether it was there.
-pub fn map_erase(o: &ObjectRef, key: &Any) -> FfiResult<bool> {
+pub(crate) fn map_erase(o: &ObjectRef, key: &Any) -> FfiResult<bool> {
     let m = check_map(o)?;
     match find(m, key.raw())? {
         Some(i) => erase_at(m, i).map(|_| true),
@@ -772,14 +772,14 @@ pub fn map_erase(o: &ObjectRef, key: &Any) -> FfiResult<bool> {
 }
 
 /// Empties a dict.
-pub fn map_clear(o: &ObjectRef) -> FfiResult<()> {
+pub(crate) fn map_clear(o: &ObjectRef) -> FfiResult<()> {
     clear(check_map(o)?);
     Ok(())
 }
 
 /// A map view of a map or dict object held by the caller, for position-based iteration
 /// ([`begin`], [`end`], [`advance`], [`entry`]).
-pub fn raw_view(o: &ObjectRef) -> FfiResult<MapRaw> {
+pub(crate) fn raw_view(o: &ObjectRef) -> FfiResult<MapRaw> {
     check_map(o)
 }
 

@@ -16,30 +16,30 @@ use crate::object::TVMFFIObject;
 use std::ffi::c_void;
 
 /// Bit 63 of `slots`: the small layout.
-pub const SMALL_TAG: u64 = 1 << 63;
+pub(crate) const SMALL_TAG: u64 = 1 << 63;
 /// Items in a block.
-pub const BLOCK_CAP: u64 = 16;
+pub(crate) const BLOCK_CAP: u64 = 16;
 /// Bytes of an item (key, value, prev, next).
-pub const ITEM_SIZE: u64 = 48;
+pub(crate) const ITEM_SIZE: u64 = 48;
 /// Bytes of a block.
-pub const BLOCK_SIZE: u64 = BLOCK_CAP * (ITEM_SIZE + 1);
+pub(crate) const BLOCK_SIZE: u64 = BLOCK_CAP * (ITEM_SIZE + 1);
 /// Meta of an empty slot.
-pub const EMPTY_SLOT: u8 = 0xff;
+pub(crate) const EMPTY_SLOT: u8 = 0xff;
 /// Meta of a protected slot.
-pub const PROTECTED_SLOT: u8 = 0xfe;
+pub(crate) const PROTECTED_SLOT: u8 = 0xfe;
 /// The end of the iteration list.
-pub const INVALID: u64 = u64::MAX;
+pub(crate) const INVALID: u64 = u64::MAX;
 /// Bytes of the base object (header and `MapBaseObj` fields).
-pub const BASE_SIZE: usize = 56;
+pub(crate) const BASE_SIZE: usize = 56;
 /// Bytes of a key/value pair.
-pub const KV_SIZE: usize = 32;
+pub(crate) const KV_SIZE: usize = 32;
 
 /// A data deleter.
-pub type DataDeleter = unsafe extern "C" fn(*mut c_void);
+pub(crate) type DataDeleter = unsafe extern "C" fn(*mut c_void);
 
 /// The fields of `MapBaseObj` after the header.
 #[repr(C)]
-pub struct MapBaseCell {
+pub(crate) struct MapBaseCell {
     /// The storage.
     pub data: *mut c_void,
     /// Entries.
@@ -101,26 +101,26 @@ impl MapRaw {
         unsafe { (*self.cell()).base.size }
     }
     /// Sets `size`.
-    pub fn set_size(self, n: u64) {
+    pub(crate) fn set_size(self, n: u64) {
         // SAFETY: invariant.
         unsafe { (*self.cell()).base.size = n }
     }
     /// `slots` (tag included).
-    pub fn slots_raw(self) -> u64 {
+    pub(crate) fn slots_raw(self) -> u64 {
         // SAFETY: invariant.
         unsafe { (*self.cell()).base.slots }
     }
     /// Sets `slots` (tag included).
-    pub fn set_slots_raw(self, n: u64) {
+    pub(crate) fn set_slots_raw(self, n: u64) {
         // SAFETY: invariant.
         unsafe { (*self.cell()).base.slots = n }
     }
     /// The usable slots.
-    pub fn num_slots(self) -> u64 {
+    pub(crate) fn num_slots(self) -> u64 {
         self.slots_raw() & !SMALL_TAG
     }
     /// Whether the map has the small layout.
-    pub fn is_small(self) -> bool {
+    pub(crate) fn is_small(self) -> bool {
         self.slots_raw() & SMALL_TAG != 0
     }
     /// `data_deleter`.
@@ -129,17 +129,17 @@ impl MapRaw {
         unsafe { (*self.cell()).base.data_deleter }
     }
     /// Sets `data_deleter`.
-    pub fn set_deleter(self, d: Option<DataDeleter>) {
+    pub(crate) fn set_deleter(self, d: Option<DataDeleter>) {
         // SAFETY: invariant.
         unsafe { (*self.cell()).base.data_deleter = d }
     }
     /// `fib_shift` (dense layout).
-    pub fn fib_shift(self) -> u32 {
+    pub(crate) fn fib_shift(self) -> u32 {
         // SAFETY: invariant (dense maps have 80 bytes; small ones at least 120).
         unsafe { (*self.cell()).fib_shift }
     }
     /// Sets `fib_shift`.
-    pub fn set_fib_shift(self, s: u32) {
+    pub(crate) fn set_fib_shift(self, s: u32) {
         // SAFETY: as above.
         unsafe { (*self.cell()).fib_shift = s }
     }
@@ -149,7 +149,7 @@ impl MapRaw {
         unsafe { (*self.cell()).iter_list_head }
     }
     /// Sets it.
-    pub fn set_head(self, i: u64) {
+    pub(crate) fn set_head(self, i: u64) {
         // SAFETY: as above.
         unsafe { (*self.cell()).iter_list_head = i }
     }
@@ -159,7 +159,7 @@ impl MapRaw {
         unsafe { (*self.cell()).iter_list_tail }
     }
     /// Sets it.
-    pub fn set_tail(self, i: u64) {
+    pub(crate) fn set_tail(self, i: u64) {
         // SAFETY: as above.
         unsafe { (*self.cell()).iter_list_tail = i }
     }
@@ -171,24 +171,24 @@ impl MapRaw {
         unsafe { self.data().cast::<TVMFFIAny>().add(2 * i as usize) }
     }
     /// The key of pair `i` (`i < size`).
-    pub fn small_key<'a>(self, i: u64) -> &'a TVMFFIAny {
+    pub(crate) fn small_key<'a>(self, i: u64) -> &'a TVMFFIAny {
         // SAFETY: pair i < size is initialized.
         unsafe { &*self.kv(i) }
     }
     /// The value of pair `i` (`i < size`).
-    pub fn small_val<'a>(self, i: u64) -> &'a TVMFFIAny {
+    pub(crate) fn small_val<'a>(self, i: u64) -> &'a TVMFFIAny {
         // SAFETY: pair i < size is initialized.
         unsafe { &*self.kv(i).add(1) }
     }
     /// Replaces the value of pair `i` (`i < size`), dropping the old one.
-    pub fn small_set_val(self, i: u64, v: Any) {
+    pub(crate) fn small_set_val(self, i: u64, v: Any) {
         // SAFETY: pair i < size is initialized and owns its value.
         let old = unsafe { std::ptr::replace(self.kv(i).add(1), v.into_raw()) };
         // SAFETY: the old cell was owned.
         drop(unsafe { Any::from_raw(old) });
     }
     /// Writes pair `i` (`i < num_slots`, not initialized).
-    pub fn small_write(self, i: u64, k: Any, v: Any) {
+    pub(crate) fn small_write(self, i: u64, k: Any, v: Any) {
         // SAFETY: room for num_slots pairs.
         unsafe {
             self.kv(i).write(k.into_raw());
@@ -196,7 +196,7 @@ impl MapRaw {
         }
     }
     /// Drops pair `i` (initialized), leaving it uninitialized.
-    pub fn small_drop(self, i: u64) {
+    pub(crate) fn small_drop(self, i: u64) {
         // SAFETY: pair i is initialized and owned; it is read out once.
         unsafe {
             drop(Any::from_raw(self.kv(i).read()));
@@ -204,7 +204,7 @@ impl MapRaw {
         }
     }
     /// Moves pairs `from..size` one place left (over a dropped pair `from - 1`).
-    pub fn small_shift_left(self, from: u64) {
+    pub(crate) fn small_shift_left(self, from: u64) {
         let n = self.size() - from;
         if n > 0 {
             // SAFETY: both ranges lie within the pairs; a raw move keeps ownership exact.
@@ -228,22 +228,22 @@ impl MapRaw {
         unsafe { *self.block(idx).add((idx % BLOCK_CAP) as usize) }
     }
     /// Sets the meta of slot `idx`.
-    pub fn set_meta(self, idx: u64, m: u8) {
+    pub(crate) fn set_meta(self, idx: u64, m: u8) {
         // SAFETY: idx < slots.
         unsafe { *self.block(idx).add((idx % BLOCK_CAP) as usize) = m }
     }
     /// The key of an occupied slot.
-    pub fn dense_key<'a>(self, idx: u64) -> &'a TVMFFIAny {
+    pub(crate) fn dense_key<'a>(self, idx: u64) -> &'a TVMFFIAny {
         // SAFETY: occupied slots hold an initialized item.
         unsafe { &*self.item(idx).cast::<TVMFFIAny>() }
     }
     /// The value of an occupied slot.
-    pub fn dense_val<'a>(self, idx: u64) -> &'a TVMFFIAny {
+    pub(crate) fn dense_val<'a>(self, idx: u64) -> &'a TVMFFIAny {
         // SAFETY: as above.
         unsafe { &*self.item(idx).cast::<TVMFFIAny>().add(1) }
     }
     /// Replaces the value of an occupied slot, dropping the old one.
-    pub fn dense_set_val(self, idx: u64, v: Any) {
+    pub(crate) fn dense_set_val(self, idx: u64, v: Any) {
         // SAFETY: occupied slots own their value.
         let old = unsafe { std::ptr::replace(self.item(idx).cast::<TVMFFIAny>().add(1), v.into_raw()) };
         // SAFETY: the old cell was owned.
@@ -259,7 +259,7 @@ impl MapRaw {
         unsafe { self.link(idx, 0).read_unaligned() }
     }
     /// Sets `prev`.
-    pub fn set_prev(self, idx: u64, v: u64) {
+    pub(crate) fn set_prev(self, idx: u64, v: u64) {
         // SAFETY: within the item.
         unsafe { self.link(idx, 0).write_unaligned(v) }
     }
@@ -269,12 +269,12 @@ impl MapRaw {
         unsafe { self.link(idx, 1).read_unaligned() }
     }
     /// Sets `next`.
-    pub fn set_next(self, idx: u64, v: u64) {
+    pub(crate) fn set_next(self, idx: u64, v: u64) {
         // SAFETY: within the item.
         unsafe { self.link(idx, 1).write_unaligned(v) }
     }
     /// Writes a new item (links reset) into a free slot.
-    pub fn dense_write(self, idx: u64, k: TVMFFIAny, v: TVMFFIAny) {
+    pub(crate) fn dense_write(self, idx: u64, k: TVMFFIAny, v: TVMFFIAny) {
         // SAFETY: the slot's item storage is free; the cells' ownership moves in.
         unsafe {
             let p = self.item(idx).cast::<TVMFFIAny>();
@@ -286,7 +286,7 @@ impl MapRaw {
     }
     /// Reads an item's cells out (ownership moves to the caller; the slot must then be treated
     /// as free).
-    pub fn dense_take(self, idx: u64) -> (TVMFFIAny, TVMFFIAny) {
+    pub(crate) fn dense_take(self, idx: u64) -> (TVMFFIAny, TVMFFIAny) {
         // SAFETY: an occupied slot's cells are initialized.
         unsafe {
             let p = self.item(idx).cast::<TVMFFIAny>();
@@ -294,7 +294,7 @@ impl MapRaw {
         }
     }
     /// Drops an occupied slot's cells.
-    pub fn dense_drop(self, idx: u64) {
+    pub(crate) fn dense_drop(self, idx: u64) {
         let (k, v) = self.dense_take(idx);
         // SAFETY: the cells were owned by the slot.
         unsafe {
@@ -305,7 +305,7 @@ impl MapRaw {
 }
 
 /// Allocates `n_blocks` dense blocks with every meta empty (freed by [`free_data`]).
-pub fn alloc_blocks(n_blocks: u64) -> *mut c_void {
+pub(crate) fn alloc_blocks(n_blocks: u64) -> *mut c_void {
     let bytes = (n_blocks * BLOCK_SIZE).max(1) as usize;
     // SAFETY: plain allocation; checked for null below.
     let p = unsafe { libc::malloc(bytes) }.cast::<u8>();

@@ -8,7 +8,7 @@ pub mod globals;
 pub mod hash;
 pub mod list;
 pub mod map;
-pub mod map_raw;
+pub(crate) mod map_raw;
 pub mod shape;
 
 pub use array::{make_array, seq_items};

@@ -6,7 +6,7 @@ use crate::ti;
 
 /// `TVMFFIShapeCell`.
 #[repr(C)]
-pub struct TVMFFIShapeCell {
+pub(crate) struct TVMFFIShapeCell {
     /// The dimensions.
     pub data: *const i64,
     /// How many.

@@ -56,12 +56,12 @@ pub fn str_bytes(v: &TVMFFIAny) -> &[u8] {
 }
 
 /// Whether the index is a string type.
-pub fn is_str(t: i32) -> bool {
+pub(crate) fn is_str(t: i32) -> bool {
     t == ti::STR || t == ti::SMALL_STR
 }
 
 /// Whether the index is a bytes type.
-pub fn is_bytes(t: i32) -> bool {
+pub(crate) fn is_bytes(t: i32) -> bool {
     t == ti::BYTES || t == ti::SMALL_BYTES
 }
 
@@ -71,26 +71,26 @@ pub fn shape_dims(o: &ObjectRef) -> &[i64] {
 }
 
 /// Whether a type is `ffi.Enum` or derives from it.
-pub fn is_enum(type_index: i32) -> bool {
+pub(crate) fn is_enum(type_index: i32) -> bool {
     crate::types::key_to_index("ffi.Enum").is_some_and(|e| crate::types::is_instance(type_index, e))
 }
 
 /// A type attribute's function for a type, if registered.
-pub fn attr_fn(name: &str, type_index: i32) -> Option<ObjectRef> {
+pub(crate) fn attr_fn(name: &str, type_index: i32) -> Option<ObjectRef> {
     crate::types::attr_value(name, type_index)
         .and_then(|v| v.into_object().ok())
         .filter(|o| o.type_index() == ti::FUNCTION)
 }
 
 /// The type-key hash of a type (`type_key_hash` of its info).
-pub fn type_key_hash(type_index: i32) -> u64 {
+pub(crate) fn type_key_hash(type_index: i32) -> u64 {
     // SAFETY: type infos live for the process.
     crate::types::type_info(type_index).map_or(0, |i| unsafe { (*i).type_key_hash })
 }
 
 /// Fails (instead of overflowing the stack) when a recursive traversal nears the end of the
 /// thread's stack: object graphs nested tens of thousands deep.
-pub fn check_stack(what: &str) -> FfiResult<()> {
+pub(crate) fn check_stack(what: &str) -> FfiResult<()> {
     if tvm_runtime_classic::threading::stack::near_end() {
         return Err(FfiError::value(format!(
             "{what}: maximum traversal depth exceeded (the object graph is nested too deep)"

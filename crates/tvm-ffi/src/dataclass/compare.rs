@@ -246,7 +246,7 @@ fn bigint_cmp(l: &Any, r: &Any) -> FfiResult<i32> {
 }
 
 /// Compares two values: `eq_only` gives 0 for equal, non-zero otherwise; else an ordering.
-pub fn recursive_compare(l: &Any, r: &Any, eq_only: bool) -> FfiResult<i32> {
+pub(crate) fn recursive_compare(l: &Any, r: &Any, eq_only: bool) -> FfiResult<i32> {
     let c = Arc::new(Comparer { eq_only, on_stack: Mutex::new(HashSet::new()) });
     c.compare(l, r)
 }
@@ -407,7 +407,7 @@ fn hash_pod(v: &Any) -> u64 {
 }
 
 /// `ffi.RecursiveHash(value)`.
-pub fn recursive_hash(v: &Any) -> FfiResult<i64> {
+pub(crate) fn recursive_hash(v: &Any) -> FfiResult<i64> {
     let h = Arc::new(Hasher { on_stack: Mutex::new(HashSet::new()), memo: Mutex::new(HashMap::new()) });
     Ok(h.hash(v)? as i64)
 }

@@ -43,7 +43,7 @@ fn convert(target: i32, to: &str, v: Any) -> FfiResult<Any> {
 }
 
 /// Registers `__ffi_convert__` on the built-in types and the enum types.
-pub fn register_converters() {
+pub(crate) fn register_converters() {
     let mut targets: Vec<(i32, String)> = vec![
         (ti::OBJECT, "ffi.Object".into()),
         (ti::STR, "str".into()),

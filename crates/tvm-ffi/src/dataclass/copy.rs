@@ -160,7 +160,7 @@ impl Copier {
 }
 
 /// `ffi.DeepCopy(value)`.
-pub fn deep_copy(v: &Any) -> FfiResult<Any> {
+pub(crate) fn deep_copy(v: &Any) -> FfiResult<Any> {
     let mut c = Copier::default();
     let out = c.copy(v)?;
     if c.deferred {

@@ -120,7 +120,7 @@ fn metadata(creator: types::ObjectCreator, kind: i32) -> TVMFFITypeMetadata {
 }
 
 /// Registers the enum types' fields, methods, metadata and attributes (once, at start-up).
-pub fn register_types() -> FfiResult<()> {
+pub(crate) fn register_types() -> FfiResult<()> {
     let idx = |k: &str| types::key_to_index(k).ok_or_else(|| FfiError::runtime(format!("{k} is not registered")));
     let state = idx("ffi.EnumState")?;
     let base = idx("ffi.Enum")?;

@@ -14,36 +14,36 @@ use tvm_runtime_classic::abi::{DLDataType, DLDevice};
 /// `kTVMFFIFieldFlagBitMaskWritable`.
 pub const WRITABLE: i64 = 1;
 /// `kTVMFFIFieldFlagBitMaskHasDefault`.
-pub const HAS_DEFAULT: i64 = 1 << 1;
+pub(crate) const HAS_DEFAULT: i64 = 1 << 1;
 /// `kTVMFFIFieldFlagBitMaskSEqHashIgnore`.
-pub const SEQ_HASH_IGNORE: i64 = 1 << 3;
+pub(crate) const SEQ_HASH_IGNORE: i64 = 1 << 3;
 /// `kTVMFFIFieldFlagBitMaskDefaultFromFactory`.
-pub const DEFAULT_FROM_FACTORY: i64 = 1 << 5;
+pub(crate) const DEFAULT_FROM_FACTORY: i64 = 1 << 5;
 /// `kTVMFFIFieldFlagBitMaskReprOff`.
-pub const REPR_OFF: i64 = 1 << 6;
+pub(crate) const REPR_OFF: i64 = 1 << 6;
 /// `kTVMFFIFieldFlagBitMaskCompareOff`.
-pub const COMPARE_OFF: i64 = 1 << 7;
+pub(crate) const COMPARE_OFF: i64 = 1 << 7;
 /// `kTVMFFIFieldFlagBitMaskHashOff`.
-pub const HASH_OFF: i64 = 1 << 8;
+pub(crate) const HASH_OFF: i64 = 1 << 8;
 /// `kTVMFFIFieldFlagBitMaskInitOff`.
-pub const INIT_OFF: i64 = 1 << 9;
+pub(crate) const INIT_OFF: i64 = 1 << 9;
 /// `kTVMFFIFieldFlagBitMaskKwOnly`.
-pub const KW_ONLY: i64 = 1 << 10;
+pub(crate) const KW_ONLY: i64 = 1 << 10;
 /// `kTVMFFIFieldFlagBitSetterIsFunctionObj`.
-pub const SETTER_IS_FUNCTION_OBJ: i64 = 1 << 11;
+pub(crate) const SETTER_IS_FUNCTION_OBJ: i64 = 1 << 11;
 
 /// `TVMFFIFieldSetter`.
-pub type FieldSetter = unsafe extern "C" fn(field: *mut c_void, value: *const TVMFFIAny) -> i32;
+pub(crate) type FieldSetter = unsafe extern "C" fn(field: *mut c_void, value: *const TVMFFIAny) -> i32;
 
 /// The name of a field.
-pub fn field_name(f: &TVMFFIFieldInfo) -> &'static str {
+pub(crate) fn field_name(f: &TVMFFIFieldInfo) -> &'static str {
     // SAFETY: registered names are kept for the process's life.
     std::str::from_utf8(unsafe { f.name.as_slice() }).unwrap_or("<non-utf8>")
 }
 
 /// The fields of a type with its ancestors' first, as `ForEachFieldInfo` lists them (copies:
 /// the table's field vectors may grow while we use them).
-pub fn all_fields(type_index: i32) -> Vec<TVMFFIFieldInfo> {
+pub(crate) fn all_fields(type_index: i32) -> Vec<TVMFFIFieldInfo> {
     let Some(info) = types::type_info(type_index) else { return Vec::new() };
     let mut out = Vec::new();
     // SAFETY: type infos and the ancestors they point to live for the process; `fields` holds
@@ -86,7 +86,7 @@ pub unsafe fn get_field(obj: *mut TVMFFIObject, f: &TVMFFIFieldInfo) -> FfiResul
 ///
 /// # Safety
 /// `obj` is a live object of a type that has the field; `value` is a valid view.
-pub unsafe fn set_field(obj: *mut TVMFFIObject, f: &TVMFFIFieldInfo, value: &TVMFFIAny) -> FfiResult<()> {
+pub(crate) unsafe fn set_field(obj: *mut TVMFFIObject, f: &TVMFFIFieldInfo, value: &TVMFFIAny) -> FfiResult<()> {
     if f.setter.is_null() {
         return Err(FfiError::attribute(format!("field `{}` is read-only", field_name(f))));
     }
@@ -112,7 +112,7 @@ pub unsafe fn set_field(obj: *mut TVMFFIObject, f: &TVMFFIFieldInfo, value: &TVM
 ///
 /// # Safety
 /// As [`set_field`].
-pub unsafe fn set_field_default(obj: *mut TVMFFIObject, f: &TVMFFIFieldInfo) -> FfiResult<()> {
+pub(crate) unsafe fn set_field_default(obj: *mut TVMFFIObject, f: &TVMFFIFieldInfo) -> FfiResult<()> {
     if f.flags & DEFAULT_FROM_FACTORY != 0 {
         // SAFETY: registered defaults are kept alive by the table.
         let factory = unsafe { Any::from_view(&f.default_value_or_factory) }?;
@@ -166,7 +166,7 @@ unsafe extern "C" fn get_device(field: *mut c_void, result: *mut TVMFFIAny) -> i
 ///
 /// # Safety
 /// `field` holds an owned cell; `result` is writable.
-pub unsafe extern "C" fn get_any(field: *mut c_void, result: *mut TVMFFIAny) -> i32 {
+pub(crate) unsafe extern "C" fn get_any(field: *mut c_void, result: *mut TVMFFIAny) -> i32 {
     safe_call(|| {
         // SAFETY: the field holds an owned cell.
         let v = unsafe { Any::from_view(&*field.cast::<TVMFFIAny>()) }?;
@@ -178,7 +178,7 @@ pub unsafe extern "C" fn get_any(field: *mut c_void, result: *mut TVMFFIAny) -> 
 ///
 /// # Safety
 /// `field` holds an object pointer or null; `result` is writable.
-pub unsafe extern "C" fn get_objref(field: *mut c_void, result: *mut TVMFFIAny) -> i32 {
+pub(crate) unsafe extern "C" fn get_objref(field: *mut c_void, result: *mut TVMFFIAny) -> i32 {
     // SAFETY: the field holds an object pointer or null.
     let p = unsafe { *field.cast::<*mut TVMFFIObject>() };
     // SAFETY: a non-null field pointer is a live object the field owns.
@@ -189,7 +189,7 @@ pub unsafe extern "C" fn get_objref(field: *mut c_void, result: *mut TVMFFIAny) 
 ///
 /// # Safety
 /// `field` holds an owned cell of a live object; `value` is a valid view.
-pub unsafe extern "C" fn set_any(field: *mut c_void, value: *const TVMFFIAny) -> i32 {
+pub(crate) unsafe extern "C" fn set_any(field: *mut c_void, value: *const TVMFFIAny) -> i32 {
     safe_call(|| {
         // SAFETY: by contract.
         unsafe { write_field_value(field.cast(), ti::ANY, Any::from_view(&*value)?) }
@@ -199,7 +199,7 @@ pub unsafe extern "C" fn set_any(field: *mut c_void, value: *const TVMFFIAny) ->
 ///
 /// # Safety
 /// `field` holds an object pointer or null of a live object; `value` is a valid view.
-pub unsafe extern "C" fn set_objref(field: *mut c_void, value: *const TVMFFIAny) -> i32 {
+pub(crate) unsafe extern "C" fn set_objref(field: *mut c_void, value: *const TVMFFIAny) -> i32 {
     safe_call(|| {
         // SAFETY: by contract.
         unsafe { write_field_value(field.cast(), ti::OBJECT, Any::from_view(&*value)?) }
@@ -207,7 +207,7 @@ pub unsafe extern "C" fn set_objref(field: *mut c_void, value: *const TVMFFIAny)
 }
 
 /// The getter for a field stored in place with this static type index (`ffi.MakeFieldGetter`).
-pub fn getter_for(type_index: i32) -> FfiResult<FieldGetter> {
+pub(crate) fn getter_for(type_index: i32) -> FfiResult<FieldGetter> {
     Ok(match type_index {
         ti::INT => get_i64,
         ti::FLOAT => get_f64,
@@ -246,7 +246,7 @@ pub fn storage(f: &TVMFFIFieldInfo) -> Storage {
 ///
 /// # Safety
 /// `addr` is the field's storage for this static type index.
-pub unsafe fn write_field_value(addr: *mut u8, type_index: i32, value: Any) -> FfiResult<()> {
+pub(crate) unsafe fn write_field_value(addr: *mut u8, type_index: i32, value: Any) -> FfiResult<()> {
     let bad = |what: &str, v: &Any| {
         FfiError::type_error(format!("Cannot convert from type `{}` to `{what}`", types::type_key(v.type_index())))
     };
@@ -294,7 +294,7 @@ pub unsafe fn write_field_value(addr: *mut u8, type_index: i32, value: Any) -> F
 ///
 /// # Safety
 /// `src` holds the field initialized; `dst` is zeroed storage of the field's size.
-pub unsafe fn copy_field(dst: *mut u8, src: *const u8, f: &TVMFFIFieldInfo) {
+pub(crate) unsafe fn copy_field(dst: *mut u8, src: *const u8, f: &TVMFFIFieldInfo) {
     // SAFETY: by contract.
     unsafe {
         match f.field_static_type_index {
@@ -321,7 +321,7 @@ pub unsafe fn copy_field(dst: *mut u8, src: *const u8, f: &TVMFFIFieldInfo) {
 ///
 /// # Safety
 /// `addr` holds the field; it is not used afterwards.
-pub unsafe fn drop_field(addr: *mut u8, f: &TVMFFIFieldInfo) {
+pub(crate) unsafe fn drop_field(addr: *mut u8, f: &TVMFFIFieldInfo) {
     // SAFETY: by contract.
     unsafe {
         match storage(f) {

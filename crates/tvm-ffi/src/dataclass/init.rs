@@ -14,7 +14,7 @@ use std::ffi::{c_int, c_void};
 use std::sync::atomic::AtomicU64;
 
 /// An empty object of a type (`CreateEmptyObject`): the native creator, else `__ffi_new__`.
-pub fn create_empty_object(type_index: i32) -> FfiResult<ObjectRef> {
+pub(crate) fn create_empty_object(type_index: i32) -> FfiResult<ObjectRef> {
     let info = types::type_info(type_index)
         .ok_or_else(|| FfiError::value(format!("Cannot find type info for type_index={type_index}")))?;
     // SAFETY: type infos live for the process; metadata, when set, too.
@@ -44,7 +44,7 @@ pub fn create_empty_object(type_index: i32) -> FfiResult<ObjectRef> {
 }
 
 /// `ffi.MakeObjectFromPackedArgs(type, key0, value0, ...)`.
-pub fn make_object_from_packed_args(args: &[TVMFFIAny]) -> FfiResult<Any> {
+pub(crate) fn make_object_from_packed_args(args: &[TVMFFIAny]) -> FfiResult<Any> {
     let first = args.first().ok_or_else(|| FfiError::type_error("MakeObjectFromPackedArgs needs a type"))?;
     let type_index = match crate::any::view_as_i64(first) {
         Some(i) => i32::try_from(i).map_err(|_| FfiError::value(format!("bad type index {i}")))?,
@@ -225,7 +225,7 @@ impl AutoInit {
 }
 
 /// The auto-generated `__ffi_init__` of a type.
-pub fn make_init(type_index: i32) -> ObjectRef {
+pub(crate) fn make_init(type_index: i32) -> ObjectRef {
     let info = std::sync::Arc::new(AutoInit::new(type_index));
     function::from_fn(move |args| {
         let obj = create_empty_object(info.type_index)?;
@@ -235,7 +235,7 @@ pub fn make_init(type_index: i32) -> ObjectRef {
 }
 
 /// `ffi._RegisterFFIInit(type_index)`.
-pub fn register_ffi_init(type_index: i32) -> FfiResult<()> {
+pub(crate) fn register_ffi_init(type_index: i32) -> FfiResult<()> {
     let f = Any::object(make_init(type_index));
     types::register_attr(type_index, "__ffi_init__", f.raw())
 }
@@ -280,7 +280,7 @@ fn pyclass_alloc(type_index: i32, total_size: usize) -> FfiResult<*mut TVMFFIObj
 
 /// `ffi._PyClassRegisterTypeAttrColumns(type_index, total_size)`: `__ffi_init__`,
 /// `__ffi_new__` and `__ffi_shallow_copy__` for a class whose layout Python defined.
-pub fn pyclass_register(type_index: i32, total_size: i32) -> FfiResult<()> {
+pub(crate) fn pyclass_register(type_index: i32, total_size: i32) -> FfiResult<()> {
     types::type_info(type_index)
         .ok_or_else(|| FfiError::value(format!("Cannot find type info for type_index={type_index}")))?;
     let size = usize::try_from(total_size).map_err(|_| FfiError::value(format!("bad total size {total_size}")))?;
@@ -321,7 +321,7 @@ pub fn pyclass_register(type_index: i32, total_size: i32) -> FfiResult<()> {
 
 /// `ffi.MakeFieldSetter(field_type_index, converter, f_convert)`: a setter function object that
 /// converts through the Python converter, then writes the field in place.
-pub fn make_field_setter(field_type_index: i32, converter: i64, f_convert: i64) -> FfiResult<ObjectRef> {
+pub(crate) fn make_field_setter(field_type_index: i32, converter: i64, f_convert: i64) -> FfiResult<ObjectRef> {
     type FConvert = unsafe extern "C" fn(*mut c_void, *const TVMFFIAny, *mut TVMFFIAny) -> c_int;
     if f_convert == 0 {
         return Err(FfiError::value("MakeFieldSetter: the converter function is NULL"));
@@ -350,7 +350,7 @@ pub fn make_field_setter(field_type_index: i32, converter: i64, f_convert: i64) 
 }
 
 /// A C entry for `ffi.MakeFieldGetter`, kept to show the getter pointers are plain C functions.
-pub fn field_getter_address(type_index: i32) -> FfiResult<i64> {
+pub(crate) fn field_getter_address(type_index: i32) -> FfiResult<i64> {
     Ok(fields::getter_for(type_index)? as usize as i64)
 }
 

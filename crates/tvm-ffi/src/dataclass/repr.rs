@@ -4,7 +4,7 @@
 
 use super::access::{self, str_bytes};
 use super::fields::{all_fields, field_name, get_field, REPR_OFF};
-use crate::any::{Any, TVMFFIAny};
+use crate::any::Any;
 use crate::object::ObjectRef;
 use crate::ti;
 use crate::{function, globals, types, FfiError, FfiResult};
@@ -20,7 +20,7 @@ fn device_str(d: DLDevice) -> String {
 }
 
 /// `b"..."` with non-printable bytes as `\xNN`.
-pub fn format_bytes(b: &[u8]) -> String {
+pub(crate) fn format_bytes(b: &[u8]) -> String {
     let mut s = String::from("b\"");
     for &c in b {
         if (32..127).contains(&c) && c != b'"' && c != b'\\' {
@@ -34,7 +34,7 @@ pub fn format_bytes(b: &[u8]) -> String {
 }
 
 /// tvm-ffi's `EscapedStringPy`.
-pub fn escape_str(data: &[u8]) -> String {
+pub(crate) fn escape_str(data: &[u8]) -> String {
     let n = data.len();
     let mut o = String::from("\"");
     let mut i = 0;
@@ -101,7 +101,7 @@ pub fn escape_str(data: &[u8]) -> String {
 }
 
 /// C++ `ostream << double` (six significant digits, `%g`).
-pub fn format_double(v: f64) -> String {
+pub(crate) fn format_double(v: f64) -> String {
     let mut buf = [0u8; 64];
     // SAFETY: a bounded write into a local buffer with a matching format.
     let n = unsafe { libc::snprintf(buf.as_mut_ptr().cast(), buf.len(), c"%g".as_ptr(), v) };
@@ -299,16 +299,10 @@ impl Printer {
 }
 
 /// `ffi.ReprPrint(value)`.
-pub fn repr_print(v: &Any) -> FfiResult<String> {
+pub(crate) fn repr_print(v: &Any) -> FfiResult<String> {
     let show_addr = std::env::var("TVM_FFI_REPR_WITH_ADDR").is_ok_and(|v| v == "1");
     let p = Arc::new(Mutex::new(Printer { show_addr, state: HashMap::new(), cache: HashMap::new() }));
     Printer::repr(&p, v)
-}
-
-/// The repr of a view.
-pub fn repr_view(v: &TVMFFIAny) -> FfiResult<String> {
-    // SAFETY: callers pass valid views.
-    repr_print(&unsafe { Any::from_view(v) }?)
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use std::ffi::{c_char, c_void, CString};
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 /// The name the C++ layer registers its table under.
-pub const BRIDGE_NAME: &str = "tvm_rt.cxx_bridge";
+pub(crate) const BRIDGE_NAME: &str = "tvm_rt.cxx_bridge";
 /// The table's layout version.
 const VERSION: u32 = 1;
 
@@ -32,7 +32,7 @@ type VisitContextSymbols = unsafe extern "C" fn(*mut c_void, Visit) -> i32;
 
 /// The table (`struct Bridge` of `cxx/tvm_ffi_api.cc`).
 #[repr(C)]
-pub struct Bridge {
+pub(crate) struct Bridge {
     version: u32,
     /// Filled by C++: the vtable pointer of modules made here.
     rust_module_vptr: *const c_void,
@@ -69,7 +69,7 @@ fn bridge() -> Option<&'static Bridge> {
 
 /// The word a module made here carries before its header: the C++ layer's vtable pointer, or
 /// null without one.
-pub fn module_prefix() -> *const c_void {
+pub(crate) fn module_prefix() -> *const c_void {
     bridge().map_or(std::ptr::null(), |b| b.rust_module_vptr)
 }
 

@@ -125,7 +125,7 @@ fn set_stream(dev: DLDevice, stream: *mut c_void) -> FfiResult<()> {
 }
 
 /// `tvm.runtime.threading.set_current_thread_affinity`: pins the calling thread to `cpus`.
-pub fn set_current_thread_affinity(cpus: &[i64]) -> FfiResult<()> {
+pub(crate) fn set_current_thread_affinity(cpus: &[i64]) -> FfiResult<()> {
     #[cfg(target_os = "linux")]
     {
         // SAFETY: a zeroed cpu_set_t is an empty set.

@@ -36,7 +36,7 @@ pub fn register(b: &mut Builder) {
 }
 
 /// An `InternalError` with the wording of a failed `TVM_FFI_ICHECK` (`Check failed: ...`).
-pub fn check_failed(what: impl std::fmt::Display) -> FfiError {
+pub(crate) fn check_failed(what: impl std::fmt::Display) -> FfiError {
     FfiError::new("InternalError", format!("Check failed: {what}"))
 }
 
@@ -44,7 +44,7 @@ pub fn check_failed(what: impl std::fmt::Display) -> FfiError {
 /// `runtime.TVMTensorCopyFromTo(0: DLTensor*, 1: DLTensor*) -> void`, and the argument
 /// conversions of its parameter types.
 #[derive(Clone, Copy)]
-pub struct Sig {
+pub(crate) struct Sig {
     /// The global's name.
     pub name: &'static str,
     /// The parameter types, as tvm-ffi names them.
@@ -60,7 +60,7 @@ impl Sig {
         format!("{}({}) -> {}", self.name, ps.join(", "), self.ret)
     }
     /// Checks the argument count.
-    pub fn check_count(&self, args: &[TVMFFIAny]) -> FfiResult<()> {
+    pub(crate) fn check_count(&self, args: &[TVMFFIAny]) -> FfiResult<()> {
         if args.len() != self.params.len() {
             return Err(FfiError::type_error(format!(
                 "Mismatched number of arguments when calling: `{}`. Expected {} but got {} arguments",
@@ -230,7 +230,7 @@ pub(crate) mod testutil {
     }
 
     /// A new CPU tensor of `dtype` holding `bytes`.
-    pub fn tensor_of(dims: &[i64], dtype: &str, bytes: &[u8]) -> Any {
+    pub(crate) fn tensor_of(dims: &[i64], dtype: &str, bytes: &[u8]) -> Any {
         let t = call("runtime.TVMTensorAllocWithScope", &[shape(dims), Any::string(dtype), cpu(), Any::none()])
             .expect("alloc");
         call(
@@ -242,7 +242,7 @@ pub(crate) mod testutil {
     }
 
     /// The bytes of a tensor.
-    pub fn bytes_of(t: &Any) -> Vec<u8> {
+    pub(crate) fn bytes_of(t: &Any) -> Vec<u8> {
         let o = t.as_object().expect("a tensor");
         // SAFETY: a live tensor.
         let n = data_size(unsafe { super::super::tensor::dltensor(o.as_ptr()) }).expect("size");

@@ -36,14 +36,14 @@ fn as_tensor(v: &Any, what: &str) -> FfiResult<ObjectRef> {
 }
 
 /// `__data_to_json__` of `ffi.Tensor`: the base64 of the tensor's record.
-pub fn tensor_to_json(t: &ObjectRef) -> FfiResult<String> {
+pub(crate) fn tensor_to_json(t: &ObjectRef) -> FfiResult<String> {
     let mut w = Writer::default();
     save_ndarray(&mut w, &host_copy(t)?)?;
     Ok(super::super::serialization::graph::base64_encode(&w.buf))
 }
 
 /// `__data_from_json__` of `ffi.Tensor`: a CPU tensor from the base64 of a record.
-pub fn tensor_from_json(text: &str) -> FfiResult<ObjectRef> {
+pub(crate) fn tensor_from_json(text: &str) -> FfiResult<ObjectRef> {
     let blob = super::super::serialization::graph::base64_decode(text)?;
     from_ndarray(&load_ndarray(&mut Reader::new(&blob, "tensor"))?)
 }

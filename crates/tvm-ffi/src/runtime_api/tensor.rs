@@ -30,7 +30,7 @@ pub(super) fn dims_of(t: &DLTensor) -> FfiResult<&[i64]> {
 }
 
 /// `ceil(prod(shape) * bits * lanes / 8)` (tvm-ffi's `GetDataSize`), checked.
-pub fn shape_data_size(shape: &[i64], dtype: DLDataType) -> FfiResult<usize> {
+pub(crate) fn shape_data_size(shape: &[i64], dtype: DLDataType) -> FfiResult<usize> {
     let mut n: u128 = 1;
     for &d in shape {
         let d = u64::try_from(d).map_err(|_| FfiError::value(format!("negative extent {d} in shape {shape:?}")))?;
@@ -220,7 +220,7 @@ pub fn create_view(t: &ObjectRef, shape: &[i64], dtype: DLDataType, relative_byt
 }
 
 /// `Tensor::IsStorageShared`: same device, same first and last byte.
-pub fn is_storage_shared(a: &DLTensor, b: &DLTensor) -> FfiResult<bool> {
+pub(crate) fn is_storage_shared(a: &DLTensor, b: &DLTensor) -> FfiResult<bool> {
     if a.device.device_type != b.device.device_type || a.device.device_id != b.device.device_id {
         return Ok(false);
     }

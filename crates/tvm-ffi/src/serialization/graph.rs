@@ -43,7 +43,7 @@ fn node(type_key: &str, data: Option<Json>) -> Json {
 }
 
 /// Standard base64 with padding.
-pub fn base64_encode(b: &[u8]) -> String {
+pub(crate) fn base64_encode(b: &[u8]) -> String {
     const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(b.len().div_ceil(3) * 4);
     for c in b.chunks(3) {
@@ -60,7 +60,7 @@ pub fn base64_encode(b: &[u8]) -> String {
 }
 
 /// Decodes standard base64 (length a multiple of 4, `=` padding).
-pub fn base64_decode(s: &str) -> FfiResult<Vec<u8>> {
+pub(crate) fn base64_decode(s: &str) -> FfiResult<Vec<u8>> {
     let b = s.as_bytes();
     if b.len() % 4 != 0 {
         return Err(FfiError::value("invalid base64 encoding"));
@@ -284,7 +284,7 @@ struct Reader<'a> {
 }
 
 /// How deep node references may nest (deeper input is an error, not a stack overflow).
-pub const MAX_NODE_DEPTH: usize = 1000;
+pub(crate) const MAX_NODE_DEPTH: usize = 1000;
 
 fn want_i64(j: &Json, what: &str) -> FfiResult<i64> {
     j.as_i64().ok_or_else(|| bad(format!("{what} must be an integer, got {}", j.kind())))
@@ -453,7 +453,7 @@ impl Reader<'_> {
 }
 
 /// `ffi.FromJSONGraph` over a parsed JSON value.
-pub fn from_json_graph(v: &Json) -> FfiResult<Any> {
+pub(crate) fn from_json_graph(v: &Json) -> FfiResult<Any> {
     if !matches!(v, Json::Object(_)) {
         return Err(FfiError::value("Invalid JSON Object Graph, expected an object"));
     }

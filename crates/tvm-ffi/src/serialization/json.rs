@@ -75,7 +75,7 @@ impl Json {
 }
 
 /// Puts `(k, v)` into an ordered object: a repeated key keeps its place and takes the new value.
-pub fn object_set(m: &mut Vec<(String, Json)>, k: String, v: Json) {
+pub(crate) fn object_set(m: &mut Vec<(String, Json)>, k: String, v: Json) {
     match m.iter_mut().find(|(x, _)| *x == k) {
         Some(slot) => slot.1 = v,
         None => m.push((k, v)),
@@ -403,7 +403,7 @@ fn format_g17(v: f64) -> String {
 
 /// tvm-ffi's float text: NaN, Infinity, -Infinity, `%.1f` for integral values below 2^53,
 /// `%.17g` otherwise.
-pub fn format_float(v: f64) -> String {
+pub(crate) fn format_float(v: f64) -> String {
     if v.is_nan() {
         "NaN".into()
     } else if v.is_infinite() {
@@ -416,7 +416,7 @@ pub fn format_float(v: f64) -> String {
 }
 
 /// tvm-ffi's `EscapeStringJSON`: quoted, `"`, `\`, `/` and control characters escaped.
-pub fn escape_string(s: &[u8], out: &mut Vec<u8>) {
+pub(crate) fn escape_string(s: &[u8], out: &mut Vec<u8>) {
     out.push(b'"');
     for &c in s {
         match c {
@@ -500,7 +500,7 @@ pub fn stringify(v: &Json, indent: usize) -> String {
 }
 
 /// A JSON value as an ffi value (objects become `ffi.Map`, arrays `ffi.Array`).
-pub fn to_any(v: &Json) -> FfiResult<Any> {
+pub(crate) fn to_any(v: &Json) -> FfiResult<Any> {
     Ok(match v {
         Json::Null => Any::none(),
         Json::Bool(b) => Any::bool(*b),

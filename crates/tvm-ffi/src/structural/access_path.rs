@@ -18,24 +18,24 @@ use std::ffi::c_void;
 use std::sync::OnceLock;
 
 /// `AccessKind`.
-pub mod step_kind {
+pub(crate) mod step_kind {
     /// Attribute.
-    pub const ATTR: i32 = 0;
+    pub(crate) const ATTR: i32 = 0;
     /// Array item.
-    pub const ARRAY_ITEM: i32 = 1;
+    pub(crate) const ARRAY_ITEM: i32 = 1;
     /// Map item.
-    pub const MAP_ITEM: i32 = 2;
+    pub(crate) const MAP_ITEM: i32 = 2;
     /// Missing attribute.
-    pub const ATTR_MISSING: i32 = 3;
+    pub(crate) const ATTR_MISSING: i32 = 3;
     /// Missing array item.
-    pub const ARRAY_ITEM_MISSING: i32 = 4;
+    pub(crate) const ARRAY_ITEM_MISSING: i32 = 4;
     /// Missing map item.
-    pub const MAP_ITEM_MISSING: i32 = 5;
+    pub(crate) const MAP_ITEM_MISSING: i32 = 5;
 }
 
 /// `AccessStepObj` after the header.
 #[repr(C)]
-pub struct StepPayload {
+pub(crate) struct StepPayload {
     /// The kind (`AccessKind`).
     pub kind: i32,
     /// The key: a string for attributes, an integer for array items, any value for map items.
@@ -44,7 +44,7 @@ pub struct StepPayload {
 
 /// `AccessPathObj` after the header.
 #[repr(C)]
-pub struct PathPayload {
+pub(crate) struct PathPayload {
     /// The parent path (None for the root).
     pub parent: Option<ObjectRef>,
     /// The last step (None for the root).
@@ -57,19 +57,19 @@ const _: () = assert!(std::mem::size_of::<StepPayload>() == 24);
 const _: () = assert!(std::mem::size_of::<PathPayload>() == 24);
 
 /// The type index of `ffi.reflection.AccessStep`.
-pub fn step_type() -> i32 {
+pub(crate) fn step_type() -> i32 {
     static T: OnceLock<i32> = OnceLock::new();
     *T.get_or_init(|| reflect::type_index_of("ffi.reflection.AccessStep"))
 }
 
 /// The type index of `ffi.reflection.AccessPath`.
-pub fn path_type() -> i32 {
+pub(crate) fn path_type() -> i32 {
     static T: OnceLock<i32> = OnceLock::new();
     *T.get_or_init(|| reflect::type_index_of("ffi.reflection.AccessPath"))
 }
 
 /// A new step.
-pub fn make_step(kind: i32, key: Any) -> ObjectRef {
+pub(crate) fn make_step(kind: i32, key: Any) -> ObjectRef {
     make_object(step_type(), StepPayload { kind, key })
 }
 
@@ -97,7 +97,7 @@ pub fn extend(path: &ObjectRef, step: ObjectRef) -> ObjectRef {
 }
 
 /// A path from its steps (root first).
-pub fn from_steps(steps: impl IntoIterator<Item = ObjectRef>) -> ObjectRef {
+pub(crate) fn from_steps(steps: impl IntoIterator<Item = ObjectRef>) -> ObjectRef {
     steps.into_iter().fold(root(), |p, s| extend(&p, s))
 }
 
@@ -107,7 +107,7 @@ fn step_equal(a: &ObjectRef, b: &ObjectRef) -> bool {
 }
 
 /// Whether two paths have the same steps.
-pub fn path_equal(a: &ObjectRef, b: &ObjectRef) -> bool {
+pub(crate) fn path_equal(a: &ObjectRef, b: &ObjectRef) -> bool {
     let (mut l, mut r) = (a.clone(), b.clone());
     if path_of(&l).depth != path_of(&r).depth {
         return false;
@@ -132,7 +132,7 @@ pub fn path_equal(a: &ObjectRef, b: &ObjectRef) -> bool {
 }
 
 /// Whether `a` is a prefix of `b`.
-pub fn is_prefix_of(a: &ObjectRef, b: &ObjectRef) -> bool {
+pub(crate) fn is_prefix_of(a: &ObjectRef, b: &ObjectRef) -> bool {
     let da = path_of(a).depth;
     let mut cur = b.clone();
     while path_of(&cur).depth > da {
@@ -143,7 +143,7 @@ pub fn is_prefix_of(a: &ObjectRef, b: &ObjectRef) -> bool {
 }
 
 /// The steps of a path, root first.
-pub fn to_steps(path: &ObjectRef) -> Vec<ObjectRef> {
+pub(crate) fn to_steps(path: &ObjectRef) -> Vec<ObjectRef> {
     let mut out = Vec::new();
     let mut cur = path.clone();
     loop {
@@ -314,7 +314,7 @@ fn register_layout(st: i32, pt: i32) -> FfiResult<()> {
 }
 
 /// Registers everything of the two types (once): the layout, then the methods.
-pub fn register_types() -> FfiResult<()> {
+pub(crate) fn register_types() -> FfiResult<()> {
     let (st, pt) = (step_type(), path_type());
     if st < 0 || pt < 0 {
         return Err(FfiError::runtime("the access path types are not registered"));

@@ -20,16 +20,16 @@ pub mod region {
     /// Not in a definition region.
     pub const NONE: i32 = 0;
     /// A pattern region (every free variable may be defined).
-    pub const PATTERN: i32 = 1;
+    pub(crate) const PATTERN: i32 = 1;
     /// A simple region (the variable itself is defined, not its type).
-    pub const SIMPLE: i32 = 2;
+    pub(crate) const SIMPLE: i32 = 2;
 }
 
 /// The bits that mark a definition field.
-pub const DEF_ANY: i64 = reflect::FIELD_SEQ_HASH_DEF_PATTERN | reflect::FIELD_SEQ_HASH_DEF_SIMPLE;
+pub(crate) const DEF_ANY: i64 = reflect::FIELD_SEQ_HASH_DEF_PATTERN | reflect::FIELD_SEQ_HASH_DEF_SIMPLE;
 
 /// The region kind a definition field (or hook request) switches to.
-pub fn enter_region(current: i32, flags_or_kind: i32) -> i32 {
+pub(crate) fn enter_region(current: i32, flags_or_kind: i32) -> i32 {
     if current == region::PATTERN {
         region::PATTERN
     } else {
@@ -38,7 +38,7 @@ pub fn enter_region(current: i32, flags_or_kind: i32) -> i32 {
 }
 
 /// Checks that a type supports structural comparison; its kind.
-pub fn seq_kind_of(type_index: i32) -> FfiResult<i32> {
+pub(crate) fn seq_kind_of(type_index: i32) -> FfiResult<i32> {
     let key = types::type_key(type_index);
     let m = reflect::metadata(type_index).ok_or_else(|| {
         FfiError::type_error(format!(
@@ -54,7 +54,7 @@ pub fn seq_kind_of(type_index: i32) -> FfiResult<i32> {
 }
 
 /// The DLTensor of an `ffi.Tensor`.
-pub fn tensor_of(o: &ObjectRef) -> &DLTensor {
+pub(crate) fn tensor_of(o: &ObjectRef) -> &DLTensor {
     // SAFETY: a tensor object holds a DLTensor right after the header.
     unsafe { o.payload::<DLTensor>() }
 }
@@ -134,7 +134,7 @@ impl Equal {
     }
 
     /// The mismatch paths found (after a failed compare with recording on).
-    pub fn take_paths(&self) -> Option<(ObjectRef, ObjectRef)> {
+    pub(crate) fn take_paths(&self) -> Option<(ObjectRef, ObjectRef)> {
         let (l, r) = self.paths.borrow_mut().take()?;
         Some((access_path::from_steps(l.into_iter().rev()), access_path::from_steps(r.into_iter().rev())))
     }
@@ -377,12 +377,12 @@ impl Equal {
 }
 
 /// `StructuralEqual::Equal`.
-pub fn structural_equal(l: &Any, r: &Any, map_free_vars: bool, skip_tensor_content: bool) -> FfiResult<bool> {
+pub(crate) fn structural_equal(l: &Any, r: &Any, map_free_vars: bool, skip_tensor_content: bool) -> FfiResult<bool> {
     Equal::new(map_free_vars, skip_tensor_content, false).any(l, r)
 }
 
 /// `StructuralEqual::GetFirstMismatch`: None when equal, else the two paths.
-pub fn first_mismatch(
+pub(crate) fn first_mismatch(
     l: &Any,
     r: &Any,
     map_free_vars: bool,

@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 
 /// `VisitErrorContextObj` after the header.
 #[repr(C)]
-pub struct ContextPayload {
+pub(crate) struct ContextPayload {
     /// `List<ObjectRef>`: the nodes, innermost first.
     pub reverse_visit_pattern: Option<ObjectRef>,
     /// The context the error had before.
@@ -22,13 +22,14 @@ pub struct ContextPayload {
 }
 
 /// The type index of `ffi.VisitErrorContext`.
-pub fn context_type() -> i32 {
+pub(crate) fn context_type() -> i32 {
     static T: OnceLock<i32> = OnceLock::new();
     *T.get_or_init(|| reflect::type_index_of("ffi.VisitErrorContext"))
 }
 
 /// A context naming `nodes` (innermost first).
-pub fn make_context(nodes: Vec<Any>) -> FfiResult<ObjectRef> {
+#[cfg(test)]
+pub(crate) fn make_context(nodes: Vec<Any>) -> FfiResult<ObjectRef> {
     let list = cont::make_list(nodes)?.into_object().map_err(|_| FfiError::runtime("ffi.List"))?;
     Ok(make_object(context_type(), ContextPayload { reverse_visit_pattern: Some(list), prev_error_context: None }))
 }
@@ -37,7 +38,7 @@ pub fn make_context(nodes: Vec<Any>) -> FfiResult<ObjectRef> {
 /// error's `ffi.VisitErrorContext`: appended to the one it has, or in a new one that keeps the
 /// error's earlier context. The error object is changed in place, as tvm-ffi does while an
 /// error travels up a traversal.
-pub fn annotate(err: FfiError, node: &Any) -> FfiError {
+pub(crate) fn annotate(err: FfiError, node: &Any) -> FfiError {
     let Some(node) = node.as_object() else { return err };
     if err.is_env_signal() {
         return err;
@@ -160,7 +161,11 @@ impl Finder {
 }
 
 /// `VisitErrorContext::FindAccessPaths`.
-pub fn find_access_paths(root: &ObjectRef, context: &ObjectRef, allow_prefix: bool) -> FfiResult<Vec<ObjectRef>> {
+pub(crate) fn find_access_paths(
+    root: &ObjectRef,
+    context: &ObjectRef,
+    allow_prefix: bool,
+) -> FfiResult<Vec<ObjectRef>> {
     if context.type_index() != context_type() {
         return Err(FfiError::type_error("expected an ffi.VisitErrorContext"));
     }

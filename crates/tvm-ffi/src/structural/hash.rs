@@ -15,12 +15,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// tvm-ffi's `StableHashCombine`.
-pub fn combine(key: u64, value: u64) -> u64 {
+pub(crate) fn combine(key: u64, value: u64) -> u64 {
     key ^ (value.wrapping_add(0x9e37_79b9).wrapping_add(key << 6).wrapping_add(key >> 2))
 }
 
 /// The 64-bit words of an `ffi.BigInt` (header, `size_`, then the words).
-pub fn bigint_words(o: &ObjectRef) -> &[i64] {
+pub(crate) fn bigint_words(o: &ObjectRef) -> &[i64] {
     // SAFETY: a BigInt object holds its word count after the header and the words after that.
     unsafe {
         let n = *o.payload::<usize>();
@@ -34,7 +34,7 @@ fn words_hash(w: &[i64]) -> u64 {
 }
 
 /// One hashing's state.
-pub struct Hasher {
+pub(crate) struct Hasher {
     region: Cell<i32>,
     skip_tensor_content: bool,
     free_vars: Cell<u32>,
@@ -238,7 +238,7 @@ impl Hasher {
 }
 
 /// `StructuralHash::Hash`.
-pub fn structural_hash(v: &Any, map_free_vars: bool, skip_tensor_content: bool) -> FfiResult<u64> {
+pub(crate) fn structural_hash(v: &Any, map_free_vars: bool, skip_tensor_content: bool) -> FfiResult<u64> {
     Hasher::new(map_free_vars, skip_tensor_content).any(v)
 }
 

@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 /// A rewrite's outcome: `None` when the value is unchanged.
-pub type Mutated = FfiResult<Option<Any>>;
+pub(crate) type Mutated = FfiResult<Option<Any>>;
 
 enum Mode {
     Map { pre: bool, plain: Vec<(i32, ObjectRef, bool)>, with_kind: Vec<(i32, ObjectRef, bool)> },
@@ -31,7 +31,7 @@ enum Mode {
 /// `StructuralMutatorObj` after the header: the C++ layout's vtable slot (null: native C++
 /// hooks are refused) and region, then this library's state.
 #[repr(C)]
-pub struct MutatorPayload {
+pub(crate) struct MutatorPayload {
     vtable: *const std::ffi::c_void,
     region: Cell<i32>,
     mode: Mode,
@@ -48,7 +48,7 @@ unsafe impl Send for MutatorPayload {}
 unsafe impl Sync for MutatorPayload {}
 
 /// The type index of `ffi.StructuralMutator`.
-pub fn mutator_type() -> i32 {
+pub(crate) fn mutator_type() -> i32 {
     static T: OnceLock<i32> = OnceLock::new();
     *T.get_or_init(|| reflect::type_index_of("ffi.StructuralMutator"))
 }
@@ -168,7 +168,7 @@ fn shallow_copy(o: &ObjectRef) -> FfiResult<ObjectRef> {
 }
 
 /// The registered (`__s_mutate__`) or default rewrite of a value's children.
-pub fn default_mutate(m: &ObjectRef, x: Any, owned: bool) -> Mutated {
+pub(crate) fn default_mutate(m: &ObjectRef, x: Any, owned: bool) -> Mutated {
     let t = x.type_index();
     if let Some(hook) = types::attr_value("__s_mutate__", t).filter(|h| {
         // The native hooks of containers and leaves (cxx/structural_hooks.cc) serve C++

@@ -8,30 +8,30 @@ use crate::{ti, FfiError, FfiResult, TVMFFIByteArray, FIELD_SETTER_IS_FUNCTION_O
 use std::ffi::c_void;
 
 /// `kTVMFFIFieldFlagBitMaskIsStaticMethod`.
-pub const METHOD_STATIC: i64 = 1 << 2;
+pub(crate) const METHOD_STATIC: i64 = 1 << 2;
 /// `kTVMFFIFieldFlagBitMaskSEqHashIgnore`.
-pub const FIELD_SEQ_HASH_IGNORE: i64 = 1 << 3;
+pub(crate) const FIELD_SEQ_HASH_IGNORE: i64 = 1 << 3;
 /// `kTVMFFIFieldFlagBitMaskSEqHashDefPattern`.
-pub const FIELD_SEQ_HASH_DEF_PATTERN: i64 = 1 << 4;
+pub(crate) const FIELD_SEQ_HASH_DEF_PATTERN: i64 = 1 << 4;
 /// `kTVMFFIFieldFlagBitMaskDefaultFromFactory`.
-pub const FIELD_DEFAULT_FROM_FACTORY: i64 = 1 << 5;
+pub(crate) const FIELD_DEFAULT_FROM_FACTORY: i64 = 1 << 5;
 /// `kTVMFFIFieldFlagBitMaskSEqHashDefSimple`.
-pub const FIELD_SEQ_HASH_DEF_SIMPLE: i64 = 1 << 12;
+pub(crate) const FIELD_SEQ_HASH_DEF_SIMPLE: i64 = 1 << 12;
 
 /// `TVMFFISEqHashKind` values.
 pub mod kind {
     /// Unsupported.
     pub const UNSUPPORTED: i32 = 0;
     /// Tree node.
-    pub const TREE_NODE: i32 = 1;
+    pub(crate) const TREE_NODE: i32 = 1;
     /// Free variable.
-    pub const FREE_VAR: i32 = 2;
+    pub(crate) const FREE_VAR: i32 = 2;
     /// DAG node.
-    pub const DAG_NODE: i32 = 3;
+    pub(crate) const DAG_NODE: i32 = 3;
     /// Constant tree node.
-    pub const CONST_TREE_NODE: i32 = 4;
+    pub(crate) const CONST_TREE_NODE: i32 = 4;
     /// Unique instance.
-    pub const UNIQUE_INSTANCE: i32 = 5;
+    pub(crate) const UNIQUE_INSTANCE: i32 = 5;
 }
 
 /// The metadata of a type, if registered.
@@ -42,14 +42,14 @@ pub fn metadata(type_index: i32) -> Option<TVMFFITypeMetadata> {
 }
 
 /// The type key hash of a type (0 when unknown).
-pub fn type_key_hash(type_index: i32) -> u64 {
+pub(crate) fn type_key_hash(type_index: i32) -> u64 {
     // SAFETY: type infos live for the process.
     types::type_info(type_index).map_or(0, |i| unsafe { (*i).type_key_hash })
 }
 
 /// Every field of a type, ancestors' first (skipping `ffi.Object`), as tvm-ffi's
 /// `ForEachFieldInfo` walks them.
-pub fn all_fields(type_index: i32) -> Vec<TVMFFIFieldInfo> {
+pub(crate) fn all_fields(type_index: i32) -> Vec<TVMFFIFieldInfo> {
     let Some(info) = types::type_info(type_index) else { return Vec::new() };
     let mut out = Vec::new();
     // SAFETY: infos, their ancestors and field arrays live for the process.
@@ -72,7 +72,7 @@ pub fn all_fields(type_index: i32) -> Vec<TVMFFIFieldInfo> {
 }
 
 /// A field's name.
-pub fn field_name(f: &TVMFFIFieldInfo) -> String {
+pub(crate) fn field_name(f: &TVMFFIFieldInfo) -> String {
     // SAFETY: registered names live for the process.
     String::from_utf8_lossy(unsafe { f.name.as_slice() }).into_owned()
 }
@@ -94,7 +94,7 @@ pub fn get_field(obj: &ObjectRef, f: &TVMFFIFieldInfo) -> FfiResult<Any> {
 type FieldSetter = unsafe extern "C" fn(field: *mut c_void, value: *const TVMFFIAny) -> i32;
 
 /// Writes a field of an object (tvm-ffi's `CallFieldSetter`).
-pub fn set_field(obj: &ObjectRef, f: &TVMFFIFieldInfo, value: &Any) -> FfiResult<()> {
+pub(crate) fn set_field(obj: &ObjectRef, f: &TVMFFIFieldInfo, value: &Any) -> FfiResult<()> {
     if f.setter.is_null() {
         return Err(FfiError::type_error(format!("field `{}` is not writable", field_name(f))));
     }
@@ -117,7 +117,7 @@ pub fn set_field(obj: &ObjectRef, f: &TVMFFIFieldInfo, value: &Any) -> FfiResult
 }
 
 /// Sets a field to its default (value or factory's result).
-pub fn set_field_default(obj: &ObjectRef, f: &TVMFFIFieldInfo) -> FfiResult<()> {
+pub(crate) fn set_field_default(obj: &ObjectRef, f: &TVMFFIFieldInfo) -> FfiResult<()> {
     // SAFETY: the registered default is a valid value kept by the type table.
     let d = unsafe { Any::from_view(&f.default_value_or_factory) }?;
     if f.flags & FIELD_DEFAULT_FROM_FACTORY != 0 {
@@ -129,13 +129,13 @@ pub fn set_field_default(obj: &ObjectRef, f: &TVMFFIFieldInfo) -> FfiResult<()> 
 }
 
 /// Whether objects of a type can be made empty by reflection (tvm-ffi's `HasCreator`).
-pub fn has_creator(type_index: i32) -> bool {
+pub(crate) fn has_creator(type_index: i32) -> bool {
     metadata(type_index).is_some_and(|m| m.creator.is_some())
         || types::attr_value("__ffi_new__", type_index).is_some_and(|v| v.type_index() == ti::FUNCTION)
 }
 
 /// Makes an empty object of a type (tvm-ffi's `CreateEmptyObject`).
-pub fn create_empty(type_index: i32) -> FfiResult<ObjectRef> {
+pub(crate) fn create_empty(type_index: i32) -> FfiResult<ObjectRef> {
     if let Some(c) = metadata(type_index).and_then(|m| m.creator) {
         let mut h: *mut c_void = std::ptr::null_mut();
         // SAFETY: the creator writes an owned object handle.
@@ -157,12 +157,12 @@ pub fn create_empty(type_index: i32) -> FfiResult<ObjectRef> {
 }
 
 /// Allocates (or finds) the index of one of this subsystem's types under `ffi.Object`.
-pub fn type_index_of(key: &str) -> i32 {
+pub(crate) fn type_index_of(key: &str) -> i32 {
     types::get_or_alloc_index(key, -1, 1, 0, true, ti::OBJECT).unwrap_or(-1)
 }
 
 /// Registers a type's metadata (`structural_eq_hash_kind` and size), ignoring a repeat.
-pub fn def_metadata(type_index: i32, total_size: usize, seq_kind: i32) {
+pub(crate) fn def_metadata(type_index: i32, total_size: usize, seq_kind: i32) {
     let _ = types::register_metadata(
         type_index,
         &TVMFFITypeMetadata {
@@ -175,7 +175,7 @@ pub fn def_metadata(type_index: i32, total_size: usize, seq_kind: i32) {
 }
 
 /// The metadata JSON of a field or method: `{"type_schema": "<schema JSON>"}`.
-pub fn schema_metadata(schema: &str) -> String {
+pub(crate) fn schema_metadata(schema: &str) -> String {
     let mut out = b"{\"type_schema\":".to_vec();
     crate::serialization::json::escape_string(schema.as_bytes(), &mut out);
     out.push(b'}');
@@ -183,13 +183,13 @@ pub fn schema_metadata(schema: &str) -> String {
 }
 
 /// The schema of a function: `(params) -> ret`, each a schema JSON text.
-pub fn fn_schema(ret: &str, params: &[&str]) -> String {
+pub(crate) fn fn_schema(ret: &str, params: &[&str]) -> String {
     format!(r#"{{"type":"ffi.Function","named_args":{{"return":[{ret}],"params":[{}]}}}}"#, params.join(","))
 }
 
 /// Registers a read-only field at `offset` (from the object's start) with `getter`; `schema`
 /// is its type schema JSON (`{"type":"int"}`).
-pub fn def_field(
+pub(crate) fn def_field(
     type_index: i32,
     name: &str,
     offset: usize,
@@ -202,7 +202,7 @@ pub fn def_field(
 }
 
 /// [`def_field`] with field flags (`FIELD_HAS_DEFAULT` gives it a default of None).
-pub fn def_field_flags(
+pub(crate) fn def_field_flags(
     type_index: i32,
     name: &str,
     (offset, size): (usize, usize),
@@ -216,7 +216,7 @@ pub fn def_field_flags(
 
 /// A field of an object pointer (or null) with a setter, so that reflection can fill it in
 /// (`ffi.MakeObjectFromPackedArgs`, `__ffi_init__`).
-pub fn def_object_field(type_index: i32, name: &str, offset: usize, static_type_index: i32, schema: &str) {
+pub(crate) fn def_object_field(type_index: i32, name: &str, offset: usize, static_type_index: i32, schema: &str) {
     def_field_full(
         type_index,
         name,
@@ -256,7 +256,7 @@ fn def_field_full(
 
 /// Registers a method (a Rust closure; instance methods get `self` as argument 0); `schema`
 /// is its function schema JSON (see [`fn_schema`]).
-pub fn def_method(
+pub(crate) fn def_method(
     type_index: i32,
     name: &str,
     is_static: bool,
@@ -279,7 +279,7 @@ pub fn def_method(
 ///
 /// # Safety
 /// `field` points to a live `Any`; `result` to a writable cell.
-pub unsafe extern "C" fn get_any(field: *mut c_void, result: *mut TVMFFIAny) -> i32 {
+pub(crate) unsafe extern "C" fn get_any(field: *mut c_void, result: *mut TVMFFIAny) -> i32 {
     // SAFETY: by contract.
     unsafe { *result = (*field.cast::<Any>()).clone().into_raw() };
     0
@@ -289,7 +289,7 @@ pub unsafe extern "C" fn get_any(field: *mut c_void, result: *mut TVMFFIAny) -> 
 ///
 /// # Safety
 /// `field` points to a live `Option<ObjectRef>`; `result` to a writable cell.
-pub unsafe extern "C" fn get_opt_object(field: *mut c_void, result: *mut TVMFFIAny) -> i32 {
+pub(crate) unsafe extern "C" fn get_opt_object(field: *mut c_void, result: *mut TVMFFIAny) -> i32 {
     // SAFETY: by contract.
     unsafe { *result = Any::opt_object((*field.cast::<Option<ObjectRef>>()).clone()).into_raw() };
     0
@@ -299,7 +299,7 @@ pub unsafe extern "C" fn get_opt_object(field: *mut c_void, result: *mut TVMFFIA
 ///
 /// # Safety
 /// `field` points to an `i32`; `result` to a writable cell.
-pub unsafe extern "C" fn get_i32(field: *mut c_void, result: *mut TVMFFIAny) -> i32 {
+pub(crate) unsafe extern "C" fn get_i32(field: *mut c_void, result: *mut TVMFFIAny) -> i32 {
     // SAFETY: by contract.
     unsafe { *result = Any::int(*field.cast::<i32>() as i64).into_raw() };
     0
@@ -309,14 +309,14 @@ pub unsafe extern "C" fn get_i32(field: *mut c_void, result: *mut TVMFFIAny) -> 
 ///
 /// # Safety
 /// `field` points to an `i64`; `result` to a writable cell.
-pub unsafe extern "C" fn get_i64(field: *mut c_void, result: *mut TVMFFIAny) -> i32 {
+pub(crate) unsafe extern "C" fn get_i64(field: *mut c_void, result: *mut TVMFFIAny) -> i32 {
     // SAFETY: by contract.
     unsafe { *result = Any::int(*field.cast::<i64>()).into_raw() };
     0
 }
 
 /// The object of argument `i` when it is an instance of `type_index`.
-pub fn arg_obj(name: &str, args: &[TVMFFIAny], i: usize, type_index: i32) -> FfiResult<ObjectRef> {
+pub(crate) fn arg_obj(name: &str, args: &[TVMFFIAny], i: usize, type_index: i32) -> FfiResult<ObjectRef> {
     let a = crate::globals::arg_any(name, args, i)?;
     match a.as_object() {
         Some(o) if o.is_instance(type_index) => Ok(o),

@@ -16,10 +16,10 @@ use std::cell::Cell;
 use std::sync::OnceLock;
 
 /// A visit's outcome: `Some(interrupt)` stops it.
-pub type Visit = FfiResult<Option<ObjectRef>>;
+pub(crate) type Visit = FfiResult<Option<ObjectRef>>;
 
 /// `RuntimeTypeIndexMatch`: does a callback registered for `target` take a value of `actual`?
-pub fn type_match(actual: i32, target: i32) -> bool {
+pub(crate) fn type_match(actual: i32, target: i32) -> bool {
     actual == target
         || target == ti::ANY
         || (target == ti::STR && actual == ti::SMALL_STR)
@@ -31,7 +31,7 @@ pub fn type_match(actual: i32, target: i32) -> bool {
 }
 
 /// Callback entries `[(type_index, function, ...)]` from an array of tuples.
-pub fn callback_entries(name: &str, a: &Any) -> FfiResult<Vec<(i32, ObjectRef, bool)>> {
+pub(crate) fn callback_entries(name: &str, a: &Any) -> FfiResult<Vec<(i32, ObjectRef, bool)>> {
     let bad =
         || FfiError::type_error(format!("`{name}`: callbacks must be a sequence of (type_index, function) tuples"));
     if a.is_none() {
@@ -62,7 +62,7 @@ enum Mode {
 /// `StructuralVisitorObj` after the header: the C++ layout's vtable slot (null: C++ hooks of
 /// the native kind are refused) and region, then this library's state.
 #[repr(C)]
-pub struct VisitorPayload {
+pub(crate) struct VisitorPayload {
     vtable: *const std::ffi::c_void,
     region: Cell<i32>,
     mode: Mode,
@@ -76,7 +76,7 @@ unsafe impl Send for VisitorPayload {}
 unsafe impl Sync for VisitorPayload {}
 
 /// The type index of `ffi.StructuralVisitor`.
-pub fn visitor_type() -> i32 {
+pub(crate) fn visitor_type() -> i32 {
     static T: OnceLock<i32> = OnceLock::new();
     *T.get_or_init(|| reflect::type_index_of("ffi.StructuralVisitor"))
 }
@@ -197,7 +197,7 @@ pub fn visit(v: &ObjectRef, value: &Any) -> Visit {
 }
 
 /// The registered (`__s_visit__`) or default descent into a value's children.
-pub fn default_visit(v: &ObjectRef, value: &Any) -> Visit {
+pub(crate) fn default_visit(v: &ObjectRef, value: &Any) -> Visit {
     let t = value.type_index();
     if let Some(hook) = types::attr_value("__s_visit__", t) {
         match hook.type_index() {

@@ -5,15 +5,15 @@ use std::ffi::{c_char, c_int, c_void};
 use tvm_runtime_classic::abi::DLTensor;
 
 /// `DLPACK_MAJOR_VERSION` of the headers tvm-ffi 0.1.15 ships.
-pub const DLPACK_MAJOR_VERSION: u32 = 1;
+pub(crate) const DLPACK_MAJOR_VERSION: u32 = 1;
 /// `DLPACK_MINOR_VERSION` of the same headers.
-pub const DLPACK_MINOR_VERSION: u32 = 3;
+pub(crate) const DLPACK_MINOR_VERSION: u32 = 3;
 /// `DLPACK_FLAG_BITMASK_READ_ONLY`.
 pub const FLAG_READ_ONLY: u64 = 1;
 /// `DLPACK_FLAG_BITMASK_IS_COPIED`.
 pub const FLAG_IS_COPIED: u64 = 1 << 1;
 /// `DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED`.
-pub const FLAG_IS_SUBBYTE_TYPE_PADDED: u64 = 1 << 2;
+pub(crate) const FLAG_IS_SUBBYTE_TYPE_PADDED: u64 = 1 << 2;
 
 /// `DLPackVersion`.
 #[repr(C)]
@@ -45,7 +45,7 @@ const _: () = assert!(std::mem::size_of::<DLManagedTensorVersioned>() == 80);
 const _: () = assert!(std::mem::offset_of!(DLManagedTensorVersioned, dl_tensor) == 32);
 
 /// The error callback handed to a [`DLPackManagedTensorAllocator`].
-pub type SetErrorFn = unsafe extern "C" fn(error_ctx: *mut c_void, kind: *const c_char, message: *const c_char);
+pub(crate) type SetErrorFn = unsafe extern "C" fn(error_ctx: *mut c_void, kind: *const c_char, message: *const c_char);
 
 /// `DLPackManagedTensorAllocator`: makes a tensor like `prototype` (its data pointer ignored).
 pub type DLPackManagedTensorAllocator = unsafe extern "C" fn(

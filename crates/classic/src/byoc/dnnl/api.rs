@@ -206,7 +206,7 @@ pub enum BinaryAlg {
 }
 
 /// A convolution's geometry, in oneDNN's conventions (dilation 0 = dense).
-pub struct ConvGeom {
+pub(crate) struct ConvGeom {
     /// Strides (h, w).
     pub strides: [i64; 2],
     /// Dilations minus one (h, w).
@@ -351,7 +351,15 @@ impl Dnnl {
     }
 
     /// A forward-inference convolution.
-    pub fn conv_pd(&self, src: &Md, w: &Md, bias: Option<&Md>, dst: &Md, g: &ConvGeom, attr: &Attr) -> Result<Arc<Pd>> {
+    pub(crate) fn conv_pd(
+        &self,
+        src: &Md,
+        w: &Md,
+        bias: Option<&Md>,
+        dst: &Md,
+        g: &ConvGeom,
+        attr: &Attr,
+    ) -> Result<Arc<Pd>> {
         let what = || format!("a convolution of {:?} with weights {:?}", src.dims(), w.dims());
         let b = bias.map_or(std::ptr::null(), Md::raw);
         let arr = |x: [i64; 2]| dims_array(&x);
@@ -397,7 +405,7 @@ impl Dnnl {
     }
 
     /// A forward-inference inner product without bias.
-    pub fn inner_product_pd(&self, src: &Md, w: &Md, dst: &Md, attr: &Attr) -> Result<Arc<Pd>> {
+    pub(crate) fn inner_product_pd(&self, src: &Md, w: &Md, dst: &Md, attr: &Attr) -> Result<Arc<Pd>> {
         let what = || format!("an inner product of {:?} with weights {:?}", src.dims(), w.dims());
         let null = std::ptr::null();
         match &self.lib.gen {
@@ -424,7 +432,14 @@ impl Dnnl {
     }
 
     /// A forward-inference batch normalization with global statistics (dst has src's layout).
-    pub fn batch_norm_pd(&self, data: &Md, epsilon: f32, scale: bool, shift: bool, attr: &Attr) -> Result<Arc<Pd>> {
+    pub(crate) fn batch_norm_pd(
+        &self,
+        data: &Md,
+        epsilon: f32,
+        scale: bool,
+        shift: bool,
+        attr: &Attr,
+    ) -> Result<Arc<Pd>> {
         let what = || format!("a batch normalization of {:?}", data.dims());
         let k = self.lib.k;
         let flags = sys::USE_GLOBAL_STATS | if scale { k.use_scale } else { 0 } | if shift { k.use_shift } else { 0 };
@@ -452,7 +467,7 @@ impl Dnnl {
     }
 
     /// A forward-inference ReLU (dst has src's layout).
-    pub fn relu_pd(&self, data: &Md, attr: &Attr) -> Result<Arc<Pd>> {
+    pub(crate) fn relu_pd(&self, data: &Md, attr: &Attr) -> Result<Arc<Pd>> {
         let what = || format!("a ReLU of {:?}", data.dims());
         let alg = self.lib.k.eltwise_relu;
         match &self.lib.gen {
@@ -480,7 +495,7 @@ impl Dnnl {
     }
 
     /// A binary add or multiply (src1 may broadcast).
-    pub fn binary_pd(&self, alg: BinaryAlg, a: &Md, b: &Md, dst: &Md, attr: &Attr) -> Result<Arc<Pd>> {
+    pub(crate) fn binary_pd(&self, alg: BinaryAlg, a: &Md, b: &Md, dst: &Md, attr: &Attr) -> Result<Arc<Pd>> {
         let what = || format!("a binary {alg:?} of {:?} and {:?}", a.dims(), b.dims());
         let alg = match alg {
             BinaryAlg::Add => sys::BINARY_ADD,
@@ -503,7 +518,7 @@ impl Dnnl {
     }
 
     /// A reorder (layout conversion or copy).
-    pub fn reorder_pd(&self, src: &Md, dst: &Md, attr: &Attr) -> Result<Arc<Pd>> {
+    pub(crate) fn reorder_pd(&self, src: &Md, dst: &Md, attr: &Attr) -> Result<Arc<Pd>> {
         let mut pd = std::ptr::null_mut();
         // SAFETY: live descriptors, attributes and engine.
         let s = unsafe {

@@ -30,7 +30,7 @@ use parking_lot::{Condvar, Mutex};
 use std::sync::{Arc, OnceLock};
 
 /// The `dnnl_json` backend.
-pub struct DnnlBackend;
+pub(crate) struct DnnlBackend;
 
 fn sync_init() -> bool {
     !std::env::var("TVM_DNNL_ASYNC_INIT").is_ok_and(|v| v == "1")

@@ -48,7 +48,7 @@ pub struct Conv {
 
 impl Conv {
     /// Weight dims in oneDNN's convention: `oihw`, or `goihw` for groups > 1.
-    pub fn weight_dims(&self) -> Vec<i64> {
+    pub(crate) fn weight_dims(&self) -> Vec<i64> {
         if self.groups > 1 {
             vec![self.groups, self.oc / self.groups, self.ic / self.groups, self.kh, self.kw]
         } else {
@@ -142,7 +142,7 @@ pub enum Op {
 }
 
 /// The operators this backend runs.
-pub const SUPPORTED: &[&str] = &[
+pub(crate) const SUPPORTED: &[&str] = &[
     "nn.conv2d",
     "dnnl.conv2d_relu",
     "dnnl.conv2d_bias_relu",

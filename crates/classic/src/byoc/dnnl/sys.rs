@@ -22,11 +22,11 @@ use std::ffi::{c_char, c_void, CStr};
 use std::sync::OnceLock;
 
 /// `dnnl_status_t`.
-pub type DnnlStatus = i32;
+pub(crate) type DnnlStatus = i32;
 /// Any oneDNN object handle.
 pub type Handle = *mut c_void;
 /// `dnnl_dims_t`.
-pub type Dims = [i64; MAX_NDIMS];
+pub(crate) type Dims = [i64; MAX_NDIMS];
 
 /// `DNNL_MAX_NDIMS`.
 pub const MAX_NDIMS: usize = 12;
@@ -103,7 +103,7 @@ pub struct Consts {
 /// The 2.x values.
 pub const CONSTS_V2: Consts = Consts { eltwise_relu: 31, use_scale: 8, use_shift: 16 };
 /// The 3.x values.
-pub const CONSTS_V3: Consts = Consts { eltwise_relu: 32, use_scale: 2, use_shift: 4 };
+pub(crate) const CONSTS_V3: Consts = Consts { eltwise_relu: 32, use_scale: 2, use_shift: 4 };
 
 /// `dnnl_version_t`.
 #[repr(C)]
@@ -236,7 +236,7 @@ pub struct Lib {
 }
 
 /// The library names tried, in order, when `TVM_DNNL_LIBRARY` is not set.
-pub const DEFAULT_NAMES: &[&str] = &["libdnnl.so.3", "libdnnl.so.2", "libdnnl.so"];
+pub(crate) const DEFAULT_NAMES: &[&str] = &["libdnnl.so.3", "libdnnl.so.2", "libdnnl.so"];
 
 /// The oneDNN library, opened on first use.
 pub fn lib() -> Result<&'static Lib> {
@@ -351,7 +351,7 @@ fn open() -> std::result::Result<Lib, String> {
 }
 
 /// The text of a status.
-pub fn status_name(s: DnnlStatus) -> &'static str {
+pub(crate) fn status_name(s: DnnlStatus) -> &'static str {
     match s {
         0 => "success",
         1 => "out of memory",
@@ -388,7 +388,7 @@ impl Lib {
 
     /// True when oneDNN runs on OpenMP and its threads busy-wait between parallel regions (GNU
     /// OpenMP's default unless `OMP_WAIT_POLICY=passive`).
-    pub fn omp_spins(&self) -> bool {
+    pub(crate) fn omp_spins(&self) -> bool {
         // SAFETY: a static struct, see `open`.
         let v = unsafe { &*(self.c.version)() };
         let passive = std::env::var("OMP_WAIT_POLICY").is_ok_and(|p| p.eq_ignore_ascii_case("passive"));

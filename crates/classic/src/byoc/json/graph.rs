@@ -72,7 +72,7 @@ impl Node {
     }
 
     /// Attribute `key` if present.
-    pub fn attr_opt(&self, key: &str) -> Option<&[String]> {
+    pub(crate) fn attr_opt(&self, key: &str) -> Option<&[String]> {
         self.attrs.get(key).map(Vec::as_slice)
     }
 }

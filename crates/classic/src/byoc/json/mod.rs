@@ -235,7 +235,7 @@ impl ModuleNode for JsonModule {
 }
 
 /// Registers the blob loader of `backend` (`runtime.module.loadbinary_<key>`).
-pub fn register_backend(r: &mut Registrar<'_>, backend: Arc<dyn Backend>) {
+pub(crate) fn register_backend(r: &mut Registrar<'_>, backend: Arc<dyn Backend>) {
     let name = format!("{LOADER_PREFIX}{}", backend.type_key());
     r.add(
         &name,
@@ -248,7 +248,7 @@ pub fn register_backend(r: &mut Registrar<'_>, backend: Arc<dyn Backend>) {
 
 /// Creates a module the way TVM's `runtime.<Backend>JSONRuntimeCreate(symbol, graph_json,
 /// const_names)` globals do.
-pub fn create_global(backend: Arc<dyn Backend>) -> PackedFunc {
+pub(crate) fn create_global(backend: Arc<dyn Backend>) -> PackedFunc {
     PackedFunc::from_fn(move |args| {
         args.expect_len("JSONRuntimeCreate", 3)?;
         let symbol = args.string(0)?;
@@ -288,7 +288,7 @@ pub const UNSUPPORTED: &[(&str, &str, &str)] = &[
 ];
 
 /// Registers the failing loaders of [`UNSUPPORTED`] backends.
-pub fn register_unsupported(r: &mut Registrar<'_>, have: &'static [&'static str]) {
+pub(crate) fn register_unsupported(r: &mut Registrar<'_>, have: &'static [&'static str]) {
     for &(key, backend, needs) in UNSUPPORTED {
         r.add(
             &format!("{LOADER_PREFIX}{key}"),

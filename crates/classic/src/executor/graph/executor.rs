@@ -555,7 +555,7 @@ impl GraphExecutor {
     }
 
     /// `get_output(idx, out)`: shape check, then a copy.
-    pub fn copy_output_to(&self, idx: usize, out: &DLTensor) -> Result<()> {
+    pub(crate) fn copy_output_to(&self, idx: usize, out: &DLTensor) -> Result<()> {
         self.check_output(idx)?;
         let a = self.state.lock().data_entry[self.output_entry(idx)].clone();
         if device::tensor_shape(out)? != a.shape() {
@@ -781,7 +781,7 @@ impl GraphExecutor {
 
     #[cfg(feature = "profiling")]
     /// Debug: `profile_rpc()`: per-node durations as the profiler's JSON report.
-    pub fn profile_json(&self) -> Result<String> {
+    pub(crate) fn profile_json(&self) -> Result<String> {
         for _ in 0..3 {
             self.run()?;
         }
@@ -853,7 +853,7 @@ impl GraphExecutor {
 
 #[cfg(feature = "profiling")]
 /// C++ `operator<<(double)` with default settings: `%g`, 6 significant digits.
-pub fn format_g(x: f64) -> String {
+pub(crate) fn format_g(x: f64) -> String {
     if x == 0.0 {
         return "0".into();
     }

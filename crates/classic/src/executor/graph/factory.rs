@@ -200,7 +200,7 @@ impl ModuleNode for GraphExecutorFactory {
 }
 
 /// `tvm.graph_executor_factory.create(graph_json, lib, module_name, [name, param]...)`.
-pub fn create_global(a: &Args<'_>) -> Result<Value> {
+pub(crate) fn create_global(a: &Args<'_>) -> Result<Value> {
     if a.len() < 3 || (a.len() - 3) % 2 != 0 {
         return Err(Error::value(
             "tvm.graph_executor_factory.create expects graph_json, lib, module_name and (name, param) pairs",
@@ -222,7 +222,7 @@ pub fn create_global(a: &Args<'_>) -> Result<Value> {
 }
 
 /// `runtime.module.loadbinary_GraphExecutorFactory`.
-pub fn load_binary_global(a: &Args<'_>) -> Result<Value> {
+pub(crate) fn load_binary_global(a: &Args<'_>) -> Result<Value> {
     let f = crate::module::blob::with_stream(a.handle(0)?, |s| GraphExecutorFactory::load(s.reader()))?;
     Ok(Value::Module(Module::new(f)))
 }

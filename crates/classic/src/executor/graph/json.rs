@@ -362,7 +362,7 @@ fn unsupported_storage_scope(scope: &str) -> Error {
 
 /// A small example graph (for tests).
 #[cfg(test)]
-pub fn tests_example() -> &'static str {
+pub(crate) fn tests_example() -> &'static str {
     tests::EXAMPLE
 }
 

@@ -44,7 +44,7 @@ pub(super) fn debug_timer_config(a: &Args<'_>, from: usize) -> Result<TimerConfi
 // executor's binary timings).
 impl GraphExecutor {
     /// Output index of `name`: v0.8's node name, or v0.9+'s `name:index` key.
-    pub fn output_index_any(&self, name: &str) -> Option<usize> {
+    pub(crate) fn output_index_any(&self, name: &str) -> Option<usize> {
         self.output_index(name).or_else(|| {
             let (node, idx) = name.rsplit_once(':')?;
             let idx: usize = idx.parse().ok()?;
@@ -54,7 +54,7 @@ impl GraphExecutor {
     }
 
     /// The last output whose node is named `name` (v0.9+'s `get_output(name)`).
-    pub fn output_by_node_name(&self, name: &str) -> Option<usize> {
+    pub(crate) fn output_by_node_name(&self, name: &str) -> Option<usize> {
         self.graph.heads.iter().rposition(|h| self.graph.nodes[h.node_id as usize].name == name)
     }
 
@@ -76,7 +76,7 @@ impl GraphExecutor {
     }
 
     /// v0.9+ `get_input_info`: shapes and types of the inputs that `load_params` did not set.
-    pub fn input_info(&self) -> Value {
+    pub(crate) fn input_info(&self) -> Value {
         let params = self.param_names.lock().clone();
         let inputs = self
             .graph
@@ -89,7 +89,7 @@ impl GraphExecutor {
     }
 
     /// v0.9+ `get_output_info`: shapes and types of the outputs, by node name.
-    pub fn output_info(&self) -> Value {
+    pub(crate) fn output_info(&self) -> Value {
         self.info_map((0..self.num_outputs()).map(|i| (self.graph.heads[i].node_id, self.output_entry(i))))
     }
 
@@ -127,7 +127,7 @@ impl GraphExecutor {
     #[cfg(feature = "profiling")]
     /// Debug (v0.9+): `run_individual(...)`: an i64 node count, then `repeat` f64 seconds per
     /// run for each node (0 for nodes without an operator).
-    pub fn run_individual_bytes(&self, cfg: &TimerConfig) -> Result<Vec<u8>> {
+    pub(crate) fn run_individual_bytes(&self, cfg: &TimerConfig) -> Result<Vec<u8>> {
         self.run()?;
         let st = self.state.lock();
         let mut out = (self.graph.nodes.len() as i64).to_ne_bytes().to_vec();
@@ -140,7 +140,7 @@ impl GraphExecutor {
     #[cfg(feature = "profiling")]
     /// Debug (v0.9+): `debug_get_output(node)`: runs up to `node` and returns a copy of its
     /// data entry (indexed by node id, as TVM does).
-    pub fn debug_node_output(&self, node: usize) -> Result<NDArray> {
+    pub(crate) fn debug_node_output(&self, node: usize) -> Result<NDArray> {
         let a = {
             let st = self.state.lock();
             st.data_entry.get(node).cloned().ok_or_else(|| Error::index(format!("no data entry {node}")))?
