@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Side-by-side benchmarks with ../shared/tools/rtprobe.c: builds the probe against our headers
 # and runs each measurement against our library and, when REF_LIB_DIR names a directory with
-# TVM's own libtvm_runtime.so (built by hand from v0.8.0), against it in the same run.
-# Prints medians. Usage: [REF_LIB_DIR=...] [RUNS=5] scripts/bench.sh [call|launch|idle|op|graph|byoc|load|cpp|peak|where|size ...]
+# TVM's own libtvm_runtime.so (built by hand from v0.8.0), against it in the same run (or
+# REF_TAG=before with an earlier build of this library). Prints medians of alternating processes. Usage: [REF_LIB_DIR=...] [RUNS=5] scripts/bench.sh [call|launch|idle|op|graph|byoc|load|cpp|peak|where|size ...]
 # (cpp: the C++ runtime API's costs over the C API, benches/cpp_api.cpp; ours only.)
 # Serving figures (issue 17) come from benches/serving.rs: scripts/bench.sh rss|share|serve.
 set -euo pipefail
@@ -14,7 +14,7 @@ cargo build --release --quiet
 mkdir -p build/bench
 cc -O2 -Iinclude "$PROBE_SRC" -o build/bench/rtprobe -Ltarget/release -ltvm_runtime -lm
 libs=("ours:$PWD/target/release")
-[ -n "${REF_LIB_DIR:-}" ] && libs+=("tvm:$REF_LIB_DIR")
+[ -n "${REF_LIB_DIR:-}" ] && libs+=("${REF_TAG:-tvm}:$REF_LIB_DIR")
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
@@ -22,13 +22,17 @@ run() { # name env... -- args...
   local name=$1; shift
   local envs=()
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
-  for l in "${libs[@]}"; do
-    local tag=${l%%:*} dir=${l#*:}
-    local vals=()
-    for _ in $(seq "$RUNS"); do
-      vals+=("$(cd "$FIX" && env "${envs[@]}" LD_LIBRARY_PATH="$dir" ${WRAP:-} "$PROBE" "$@" | awk -v m="${METRIC:-}" 'm == "" || $1 == m {print $2}' | head -1)")
+  # Processes alternate between the libraries (the machine's speed drifts between runs).
+  local -A vals=()
+  for _ in $(seq "$RUNS"); do
+    for l in "${libs[@]}"; do
+      local tag=${l%%:*} dir=${l#*:}
+      vals[$tag]+="$(cd "$FIX" && env "${envs[@]}" LD_LIBRARY_PATH="$dir" ${WRAP:-} "$PROBE" "$@" | awk -v m="${METRIC:-}" 'm == "" || $1 == m {print $2}' | head -1)"$'\n'
     done
-    printf '%-28s %-5s %s\n' "$name" "$tag" "$(printf '%s\n' "${vals[@]}" | median)"
+  done
+  for l in "${libs[@]}"; do
+    local tag=${l%%:*}
+    printf '%-28s %-5s %s\n' "$name" "$tag" "$(printf '%s' "${vals[$tag]}" | median)"
   done
 }
 PROBE="$PWD/build/bench/rtprobe"
