@@ -85,7 +85,7 @@ use std::collections::HashMap;
 use tvm_runtime_classic::abi::DLDataType;
 use tvm_runtime_classic::error::{Error, Result};
 use tvm_runtime_classic::io::{Reader, Writer};
-use tvm_runtime_classic::ndarray::serialize::{read_record, NDARRAY_MAGIC};
+use tvm_runtime_core::formats::params::{read_record, NDARRAY_MAGIC};
 
 /// Magic of v0.21 and v0.22 executables (no memory-scope section).
 pub(crate) const MAGIC_V1: u64 = 0xD225_DE2F_4214_151D;

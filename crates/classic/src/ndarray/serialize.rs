@@ -1,19 +1,18 @@
-//! The NDArray record and the params blob.
+//! NDArrays to and from their records and params blobs (the formats themselves, read as views,
+//! are the core's `formats::params`).
 
 use super::NDArray;
-use crate::abi::{DLDataType, DLDevice};
+use crate::abi::DLDevice;
 use crate::device::data_alignment;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::io::{Reader, Writer};
 use crate::mapped::Region;
 
-/// Magic of an NDArray record.
-pub const NDARRAY_MAGIC: u64 = 0xDD5E_40F0_96B4_A13F;
-/// The largest array a vector-dtype record may make beyond the bytes it stores (1 GiB).
-pub(crate) const MAX_VECTOR_RECORD: usize = 1 << 30;
-
-/// Magic of a params blob.
-pub const PARAMS_MAGIC: u64 = 0xF7E5_8D4F_0504_9CB7;
+// The formats themselves are the core's (read as views, checked), under the paths they always had.
+pub use tvm_runtime_core::formats::params::{
+    load_param_names, param_records, read_params_header, read_record, Record, MAX_VECTOR_RECORD, NDARRAY_MAGIC,
+    PARAMS_MAGIC,
+};
 
 /// Appends the record of `a` (data copied to host first if needed).
 pub fn save_ndarray(w: &mut Writer, a: &NDArray) -> Result<()> {
@@ -38,109 +37,46 @@ pub fn save_ndarray(w: &mut Writer, a: &NDArray) -> Result<()> {
     Ok(())
 }
 
-/// One NDArray record as stored: its shape and element type, and a view of its data bytes.
-pub struct Record<'a> {
-    /// The shape.
-    pub shape: Vec<i64>,
-    /// The element type.
-    pub dtype: DLDataType,
-    /// The data: `elems * ceil(bits / 8)` bytes (lanes are not counted, as in TVM).
-    pub data: &'a [u8],
-}
-
-/// Reads the header of one record and takes a view of its data, with every check of the format;
-/// nothing is allocated beyond the shape.
-pub fn read_record<'a>(r: &mut Reader<'a>) -> Result<Record<'a>> {
-    let bad = |_| Error::value("Invalid DLTensor file format");
-    let magic = r.u64().map_err(bad)?;
-    r.u64().map_err(bad)?;
-    if magic != NDARRAY_MAGIC {
-        return Err(Error::value("Invalid DLTensor file format"));
-    }
-    let dev = r.device().map_err(bad)?;
-    let ndim = r.i32().map_err(bad)?;
-    let dtype = r.dtype().map_err(bad)?;
-    if dev.device_type != 1 {
-        return Err(Error::value("Invalid DLTensor device: can only save as CPU tensor"));
-    }
-    let ndim = usize::try_from(ndim).map_err(|_| Error::value(format!("Invalid DLTensor file format: ndim {ndim}")))?;
-    if ndim.saturating_mul(8) > r.remaining() {
-        return Err(r.error(format!("ndim {ndim} runs past the end")));
-    }
-    let shape = (0..ndim).map(|_| r.i64()).collect::<Result<Vec<_>>>()?;
-    let elems = shape.iter().try_fold(1usize, |acc, &d| usize::try_from(d).ok().and_then(|d| acc.checked_mul(d)));
-    let expect = elems
-        .and_then(|e| e.checked_mul((dtype.bits as usize).div_ceil(8)))
-        .ok_or_else(|| Error::value(format!("Invalid DLTensor file format: shape {shape:?}")))?;
-    let size = r.i64()?;
-    if usize::try_from(size).ok() != Some(expect) {
-        return Err(Error::value(format!("Invalid DLTensor file format: data size {size}, expected {expect}")));
-    }
-    if expect > r.remaining() {
-        return Err(Error::value(format!(
-            "Invalid DLTensor file format: data size {size} of shape {shape:?} runs past the end ({} bytes left)",
-            r.remaining()
-        )));
-    }
-    let data = r.bytes(expect)?;
-    // Vector dtypes: the array is `lanes` times the stored bytes (TVM writes only the first
-    // lane's worth). That factor is the one size not bounded by the input, so it is capped.
-    let total = crate::device::shape_bytes(&shape, dtype)?;
-    if total > data.len() && total > MAX_VECTOR_RECORD {
-        return Err(Error::value(format!(
-            "Invalid DLTensor file format: dtype with {} lanes makes a {total}-byte array from {} stored bytes \
-             (at most {MAX_VECTOR_RECORD})",
-            dtype.lanes,
-            data.len()
-        )));
-    }
-    Ok(Record { shape, dtype, data })
-}
-
 /// How much is copied between two page releases when a record is copied out of a mapping.
 const RELEASE_CHUNK: usize = 1 << 20;
 
-impl Record<'_> {
-    /// A new CPU array holding the record's data (vector types: the stored bytes, then zeros).
-    /// With `region` (the mapping the data lies in), the data is copied in chunks and the pages
-    /// behind each chunk are given back at once, so the record is never resident twice.
-    pub(crate) fn to_array(&self, region: Option<&Region>) -> Result<NDArray> {
-        let a = NDArray::empty(&self.shape, self.dtype, DLDevice { device_type: 1, device_id: 0 })?;
-        let total = a.byte_size()?;
-        if total == self.data.len() {
-            match region {
-                Some(region) if region.releases() => {
-                    let dst = a.tensor().data.cast::<u8>();
-                    for (k, chunk) in self.data.chunks(RELEASE_CHUNK).enumerate() {
-                        // SAFETY: `a` is a new, contiguous CPU array of `total` bytes (its data
-                        // pointer has no byte offset), and the chunks tile `total` bytes; the
-                        // source is another allocation.
-                        unsafe {
-                            std::ptr::copy_nonoverlapping(chunk.as_ptr(), dst.add(k * RELEASE_CHUNK), chunk.len())
-                        };
-                        region.release_to(chunk.as_ptr() as usize + chunk.len());
-                    }
+/// A new CPU array holding a record's data (vector types: the stored bytes, then zeros). With
+/// `region` (the mapping the data lies in), the data is copied in chunks and the pages behind
+/// each chunk are given back at once, so the record is never resident twice.
+pub(crate) fn to_array(rec: &Record<'_>, region: Option<&Region>) -> Result<NDArray> {
+    let a = NDArray::empty(&rec.shape, rec.dtype, DLDevice { device_type: 1, device_id: 0 })?;
+    let total = a.byte_size()?;
+    if total == rec.data.len() {
+        match region {
+            Some(region) if region.releases() => {
+                let dst = a.tensor().data.cast::<u8>();
+                for (k, chunk) in rec.data.chunks(RELEASE_CHUNK).enumerate() {
+                    // SAFETY: `a` is a new, contiguous CPU array of `total` bytes (its data
+                    // pointer has no byte offset), and the chunks tile `total` bytes; the
+                    // source is another allocation.
+                    unsafe { std::ptr::copy_nonoverlapping(chunk.as_ptr(), dst.add(k * RELEASE_CHUNK), chunk.len()) };
+                    region.release_to(chunk.as_ptr() as usize + chunk.len());
                 }
-                _ => a.copy_from_bytes(self.data)?,
             }
-        } else {
-            // Vector dtypes: the record holds the first `elems * bits/8` bytes only.
-            let mut full = vec![0u8; total];
-            let n = self.data.len().min(total);
-            full[..n].copy_from_slice(&self.data[..n]);
-            a.copy_from_bytes(&full)?;
-            if let Some(region) = region {
-                region.release_to(self.data.as_ptr() as usize + self.data.len());
-            }
+            _ => a.copy_from_bytes(rec.data)?,
         }
-        Ok(a)
+    } else {
+        // Vector dtypes: the record holds the first `elems * bits/8` bytes only.
+        let mut full = vec![0u8; total];
+        let n = rec.data.len().min(total);
+        full[..n].copy_from_slice(&rec.data[..n]);
+        a.copy_from_bytes(&full)?;
+        if let Some(region) = region {
+            region.release_to(rec.data.as_ptr() as usize + rec.data.len());
+        }
     }
+    Ok(a)
 }
 
 /// Reads one record into a new CPU array (copied; the mapping's pages behind it are given back
 /// when the reader has a region).
 pub fn load_ndarray(r: &mut Reader<'_>) -> Result<NDArray> {
-    read_record(r)?.to_array(r.region())
+    to_array(&read_record(r)?, r.region())
 }
 
 /// Reads one record like [`load_ndarray`], but uses the data in place when the reader's region
@@ -162,7 +98,7 @@ pub(crate) fn load_ndarray_shared(r: &mut Reader<'_>) -> Result<NDArray> {
             }
         }
     }
-    rec.to_array(r.region())
+    to_array(&rec, r.region())
 }
 
 /// Serializes named arrays as a params blob, in the given order.
@@ -179,45 +115,12 @@ pub fn save_params(params: &[(String, NDArray)]) -> Result<Vec<u8>> {
     Ok(w.buf)
 }
 
-/// Reads the header of a params blob (magic, reserved, names, count), leaving `r` at the arrays.
-pub(crate) fn read_params_header(r: &mut Reader<'_>) -> Result<Vec<String>> {
-    let invalid = |_| Error::value("Invalid parameters file format");
-    if r.u64().map_err(invalid)? != PARAMS_MAGIC {
-        return Err(Error::value("Invalid parameters file format"));
-    }
-    r.u64().map_err(invalid)?;
-    let names = r.vec_string().map_err(invalid)?;
-    if r.u64().map_err(invalid)? != names.len() as u64 {
-        return Err(Error::value("Invalid parameters file format"));
-    }
-    Ok(names)
-}
-
-/// The names of a params blob (header and names only, as `share_params` reads it).
-pub fn load_param_names(blob: &[u8]) -> Result<Vec<String>> {
-    read_params_header(&mut Reader::new(blob, "params"))
-}
-
 /// Parses a params blob into named CPU arrays, in file order. When the blob lies in a read-only
 /// file mapping (a caller that mapped the file), its pages are given back as they are copied out.
 pub fn load_params(blob: &[u8]) -> Result<Vec<(String, NDArray)>> {
     let region = Region::new(blob, None);
     let records = param_records(blob)?;
-    records.into_iter().map(|(n, rec)| Ok((n, rec.to_array(Some(&region))?))).collect()
-}
-
-/// Every record of a params blob, checked, in file order, as views (nothing is copied): so a
-/// caller can apply a blob all or nothing.
-pub(crate) fn param_records(blob: &[u8]) -> Result<Vec<(String, Record<'_>)>> {
-    let mut r = Reader::new(blob, "params");
-    let names = read_params_header(&mut r)?;
-    names
-        .into_iter()
-        .map(|n| {
-            let rec = read_record(&mut r).map_err(|e| e.context(format!("param {n}")))?;
-            Ok((n, rec))
-        })
-        .collect()
+    records.into_iter().map(|(n, rec)| Ok((n, to_array(&rec, Some(&region))?))).collect()
 }
 
 #[cfg(test)]

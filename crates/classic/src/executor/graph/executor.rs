@@ -631,7 +631,7 @@ impl GraphExecutor {
             // `view` only borrows `rec`, which outlives the call; copies only read it.
             self.set_input(idx, &view)
         } else {
-            self.set_input(idx, rec.to_array(Some(region))?.tensor())
+            self.set_input(idx, crate::ndarray::serialize::to_array(rec, Some(region))?.tensor())
         }
     }
 
