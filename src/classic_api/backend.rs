@@ -1,6 +1,6 @@
 //! The backend API of `c_backend_api.h`: what compiled kernels call back into.
 
-use super::guard::{guard, guard_ptr};
+use super::guard::{guard, guard_hot, guard_ptr};
 use super::handle::{self, cstr, out};
 use super::runtime_api::TVMFunctionHandle;
 use crate::abi::DLDevice;
@@ -115,7 +115,7 @@ pub unsafe extern "C" fn TVMBackendParallelLaunch(
     cdata: *mut c_void,
     num_task: c_int,
 ) -> c_int {
-    guard(|| threading::parallel_launch(Some(flambda), cdata, num_task))
+    guard_hot(|| threading::parallel_launch(Some(flambda), cdata, num_task))
 }
 
 /// Waits until every task of the current launch has reached this barrier.
@@ -123,7 +123,7 @@ pub unsafe extern "C" fn TVMBackendParallelLaunch(
 /// Called from a task with the `penv` it received.
 #[no_mangle]
 pub unsafe extern "C" fn TVMBackendParallelBarrier(task_id: c_int, penv: *mut TVMParallelGroupEnv) -> c_int {
-    guard(|| threading::parallel_barrier(task_id, penv))
+    guard_hot(|| threading::parallel_barrier(task_id, penv))
 }
 
 /// Calls `f(cdata)` only the first time (`*handle` NULL), race-free.

@@ -15,6 +15,15 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
 #[inline]
 pub fn guard(body: impl FnOnce() -> Result<()>) -> c_int {
     crate::init::ensure();
+    guard_hot(body)
+}
+
+/// [`guard`] without the install check, for the exports on the per-call path that cannot be a
+/// program's first call into the library: `TVMFuncCall` and `TVMCFuncSetReturn` (a function
+/// handle exists only through an export that checked), the parallel launch and barrier (the
+/// thread pool, which needs nothing installed).
+#[inline]
+pub fn guard_hot(body: impl FnOnce() -> Result<()>) -> c_int {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => 0,
         Ok(Err(e)) if e.is_already_set() => -2,

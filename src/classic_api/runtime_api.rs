@@ -1,6 +1,6 @@
 //! Errors, functions, the global registry and modules (`c_runtime_api.h`).
 
-use super::guard::{guard, guard_void};
+use super::guard::{guard, guard_hot, guard_void};
 use super::handle::{self, cstr, out};
 use super::ret;
 use crate::abi::{DLTensor, TVMValue};
@@ -186,7 +186,7 @@ pub unsafe extern "C" fn TVMFuncCall(
     ret_val: *mut TVMValue,
     ret_type_code: *mut c_int,
 ) -> c_int {
-    guard(|| {
+    guard_hot(|| {
         // SAFETY: per contract.
         let f = unsafe { handle::func(func)? };
         // SAFETY: per contract.
@@ -215,7 +215,7 @@ pub unsafe extern "C" fn TVMCFuncSetReturn(
     type_code: *mut c_int,
     num_ret: c_int,
 ) -> c_int {
-    guard(|| {
+    guard_hot(|| {
         if num_ret != 1 {
             return Err(Error::tvm(format!("Check failed: num_ret == 1 ({num_ret} vs. 1)")));
         }
