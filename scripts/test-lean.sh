@@ -11,7 +11,7 @@ cargo clippy --all-targets --no-default-features --quiet -- -D warnings
 echo "== each Cargo feature alone over the minimal build (and relax without vm): cargo check"
 # The features of README "Library size and Cargo features"; a feature must build without the
 # others it does not name in Cargo.toml (relax needs tvm-ffi, not vm: the allocators are the
-# core's, src/memory.rs). Own target folder: the debug library of the main suite stays as it is.
+# core's, crates/core/src/memory.rs). Own target folder: the debug library of the main suite stays as it is.
 for f in opencl cuda contrib profiling vm aot rpc byoc tvm-ffi relax relax,opencl relax,cuda vm,profiling; do
   RUSTFLAGS="-D warnings" CARGO_TARGET_DIR=target/features \
     cargo check --lib --quiet --no-default-features --features "$f" || { echo "feature set '$f' does not build"; exit 1; }

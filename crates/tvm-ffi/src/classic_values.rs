@@ -3,7 +3,7 @@
 //!
 //! - the classic globals seen from the tvm-ffi side (`classic_bridge`): arguments are borrowed
 //!   views ([`view_to_classic`]), results plain values only ([`plain_to_ffi`]);
-//! - the Relax VM behind the classic C API (`crate::relax::classic`): objects cross too
+//! - the Relax VM behind the classic C API (the relax crate's `classic`): objects cross too
 //!   ([`to_ffi`], [`to_classic`]);
 //! - device attributes ([`attr_to_any`]), which need no classic value at all.
 

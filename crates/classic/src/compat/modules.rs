@@ -2,7 +2,7 @@
 
 use crate::error::{Error, Result};
 use crate::function::PackedFunc;
-use crate::globals::misc::{params_arg, params_map};
+use crate::globals::library::{params_arg, params_map};
 use crate::io::{Reader, Writer};
 use crate::module::{blob, Module, ModuleNode};
 use crate::ndarray::serialize::{load_params, save_params};

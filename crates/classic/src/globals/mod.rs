@@ -5,7 +5,7 @@
 
 mod containers;
 mod device;
-pub(crate) mod misc;
+pub(crate) mod library;
 
 use crate::registry::Registrar;
 
@@ -13,8 +13,8 @@ use crate::registry::Registrar;
 pub fn register_builtins(r: &mut Registrar<'_>) {
     containers::register(r);
     device::register(r);
-    misc::register(r);
-    crate::module::globals::register(r);
+    library::register(r);
+    crate::module::loaders::register(r);
     crate::module::memory::register(r);
     #[cfg(feature = "contrib")]
     crate::contrib::register(r);

@@ -7,8 +7,8 @@ pub mod blob;
 pub use tvm_runtime_core::formats::{elf, import_tree, kinds, library_bin};
 pub mod device_code;
 pub mod dso;
-pub mod globals;
 pub mod library;
+pub mod loaders;
 pub mod memory;
 pub mod system_lib;
 

@@ -4,7 +4,7 @@
 //! the `ffi.*` container globals ([`globals`]).
 
 pub mod array;
-pub mod globals;
+pub mod functions;
 pub mod hash;
 pub mod list;
 pub mod map;
@@ -21,5 +21,5 @@ use super::registry::Builder;
 
 /// Adds the container globals.
 pub fn register(b: &mut Builder) {
-    globals::register(b);
+    functions::register(b);
 }

@@ -1,4 +1,6 @@
-//! Params, module and library-info globals.
+//! What the library and its modules answer: params files (`runtime.SaveParams`, `LoadParams`),
+//! module files, imports and sources, the thread pool's setting, the build info
+//! (`support.GetLibInfo`).
 
 use crate::error::{Error, Result};
 use crate::module::{self, Module};

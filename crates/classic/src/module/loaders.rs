@@ -1,7 +1,7 @@
 //! Module globals that belong to the loaders: `runtime.module.loadfile_so`, `runtime.SystemLib`,
 //! the blob-stream functions of the loader protocol (see [`super::blob`]) and
 //! `runtime.ModuleFromFunctions`. (`runtime.ModuleLoadFromFile`, `ModuleGetImport`, ... live
-//! in `crate::globals`.)
+//! in `crate::globals::library`.)
 
 use super::{blob, dso, system_lib, FunctionModule, Module};
 use crate::error::{Error, Result};

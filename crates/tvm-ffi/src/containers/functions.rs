@@ -1,4 +1,4 @@
-//! The container globals of `src/classic_api/container.cc` (and `ffi.Shape` of `tensor.cc`), with the
+//! The container globals of tvm-ffi's `src/ffi/container.cc` (and `ffi.Shape` of `tensor.cc`), with the
 //! argument checks and messages of tvm-ffi's typed functions.
 
 use super::array::{make_array, seq_items};
