@@ -90,8 +90,9 @@ impl Metric {
     }
 }
 
-/// A double as a default C++ ostream prints it (`%g`: six significant digits, no trailing zeros).
-fn format_g(x: f64) -> String {
+/// A double as a default C++ ostream prints it (`%g`: six significant digits, no trailing zeros):
+/// the reports' and the debug executor's numbers.
+pub(crate) fn format_g(x: f64) -> String {
     if x == 0.0 || !x.is_finite() {
         return if x == 0.0 { "0".into() } else { x.to_string() };
     }
@@ -278,9 +279,19 @@ mod tests {
         assert_eq!(lines.next().unwrap(), "Argument Shapes,Count,Device,Duration (us),Name");
         assert_eq!(lines.next().unwrap(), "\"float32[1, 3], float32[3]\",1,\"cpu0\",10,\"conv\"");
         assert_eq!(lines.next().unwrap(), "\"float32[4]\",1,\"cpu0\",30.5,\"dense\"");
+    }
+
+    #[test]
+    fn numbers_print_like_cpp_streams() {
+        assert_eq!(format_g(0.0), "0");
+        assert_eq!(format_g(1.5e-5), "1.5e-05");
+        assert_eq!(format_g(0.000123456789), "0.000123457");
+        assert_eq!(format_g(12.3456789), "12.3457");
+        assert_eq!(format_g(3.2e-5), "3.2e-05");
         assert_eq!(format_g(1234567.0), "1.23457e+06");
         assert_eq!(format_g(0.000012345), "1.2345e-05");
-        assert_eq!(format_g(12.3456789), "12.3457");
+        assert_eq!(format_g(100.0), "100");
+        assert_eq!(format_g(f64::INFINITY), "inf");
     }
 
     #[test]
