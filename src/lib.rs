@@ -17,6 +17,8 @@
 //!   bridge to the classic globals and values);
 //! - `tvm-runtime-relax`, the Relax VM and the LLM state (`relax`), on both object models.
 
+#![warn(unreachable_pub)]
+
 pub mod classic_api;
 pub mod device;
 pub mod init;

@@ -2,12 +2,12 @@
 //! its arguments, runs the core inside [`safe_call`](crate::tvm_ffi::error::safe_call) (errors and panics
 //! become a raised `ffi.Error` and a non-zero return) and encodes the result.
 
-mod anylist;
-mod bigint;
+pub mod anylist;
+pub mod bigint;
 pub mod core;
-mod env;
+pub mod env;
 pub mod module;
-mod reflection;
+pub mod reflection;
 pub mod tensor;
 
 /// Turns a C byte array argument into a `&str` (tvm-ffi keys and names are UTF-8).

@@ -17,6 +17,8 @@
 //! (`tvm-runtime`, which builds `libtvm_runtime.so`) does. The GPU back ends, the tvm-ffi object
 //! model and the Relax VM are crates above this one.
 
+#![warn(unreachable_pub)]
+
 #[cfg(feature = "aot")]
 pub mod aot;
 #[cfg(feature = "byoc")]

@@ -7,6 +7,8 @@
 //! their usual paths); the library's face installs its device API in the core and registers
 //! its globals and its library-binary loader (`register`, `load_tagged`) when it loads.
 
+#![warn(unreachable_pub)]
+
 pub mod api;
 pub mod driver;
 pub mod libdevice;

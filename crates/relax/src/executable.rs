@@ -115,17 +115,17 @@ pub enum Dialect {
 /// The classic runtime's constant codes (TVM v0.14-v0.20 `relax_vm/executable.cc`).
 pub(crate) mod classic_tag {
     /// `NDArray`.
-    pub const TENSOR: i32 = 0;
+    pub(crate) const TENSOR: i32 = 0;
     /// `DLDataType`.
-    pub const DATA_TYPE: i32 = 1;
+    pub(crate) const DATA_TYPE: i32 = 1;
     /// `ShapeTuple`.
-    pub const SHAPE: i32 = 2;
+    pub(crate) const SHAPE: i32 = 2;
     /// `String`.
-    pub const STR: i32 = 3;
+    pub(crate) const STR: i32 = 3;
     /// int.
-    pub const INT: i32 = 4;
+    pub(crate) const INT: i32 = 4;
     /// float.
-    pub const FLOAT: i32 = 5;
+    pub(crate) const FLOAT: i32 = 5;
 }
 
 /// tvm-ffi 0.1 static type indices used as constant tags.

@@ -196,7 +196,7 @@ fn caches(a: &[TVMFFIAny], what: &str) -> FfiResult<Vec<ObjectRef>> {
 }
 
 /// Registers the `vm.builtin.attention_kv_cache_*` globals.
-pub fn register(b: &mut Builder) {
+pub(crate) fn register(b: &mut Builder) {
     add_fn(b, "vm.builtin.attention_kv_cache_create", |a| {
         let what = "vm.builtin.attention_kv_cache_create";
         let init = tensor_arg(a.first().unwrap_or(&TVMFFIAny::NONE), what)?;

@@ -16,6 +16,8 @@
 //!
 //! The parsers are pure, safe Rust over byte slices.
 
+#![warn(unreachable_pub)]
+
 pub mod builtins;
 pub mod classic;
 pub mod executable;

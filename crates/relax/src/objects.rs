@@ -152,17 +152,17 @@ pub(crate) struct NamedObjects(Mutex<Option<HashMap<String, ObjectRef>>>);
 
 impl NamedObjects {
     /// An empty table.
-    pub const fn new() -> Self {
+    pub(crate) const fn new() -> Self {
         NamedObjects(Mutex::new(None))
     }
 
     /// The object named `name`.
-    pub fn get(&self, name: &str) -> Option<ObjectRef> {
+    pub(crate) fn get(&self, name: &str) -> Option<ObjectRef> {
         self.0.lock().as_ref()?.get(name).cloned()
     }
 
     /// Sets `name`; with `replace` false, a name already there is an error (and `value` dropped).
-    pub fn insert(&self, name: String, value: ObjectRef, replace: bool) -> FfiResult<()> {
+    pub(crate) fn insert(&self, name: String, value: ObjectRef, replace: bool) -> FfiResult<()> {
         let old = {
             let mut t = self.0.lock();
             let t = t.get_or_insert_with(HashMap::new);
@@ -186,13 +186,13 @@ impl NamedObjects {
     }
 
     /// Removes `name`, if there.
-    pub fn remove(&self, name: &str) {
+    pub(crate) fn remove(&self, name: &str) {
         let old = self.0.lock().as_mut().and_then(|t| t.remove(name));
         drop(old);
     }
 
     /// Removes everything.
-    pub fn clear(&self) {
+    pub(crate) fn clear(&self) {
         let old = self.0.lock().take();
         drop(old);
     }

@@ -58,7 +58,7 @@ fn call_py_func(a: &[TVMFFIAny]) -> FfiResult<Any> {
 }
 
 /// Registers the `call_py_func` globals.
-pub fn register(b: &mut Builder) {
+pub(crate) fn register(b: &mut Builder) {
     add_fn(b, "vm.builtin.call_py_func", call_py_func);
     add_fn(b, "vm.builtin.register_py_func", |a| {
         let what = "vm.builtin.register_py_func";

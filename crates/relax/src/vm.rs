@@ -32,7 +32,7 @@ pub(crate) struct SendAnys(pub Vec<Any>);
 
 impl SendAnys {
     /// The values.
-    pub fn items(&self) -> &[Any] {
+    pub(crate) fn items(&self) -> &[Any] {
         &self.0
     }
 }
@@ -100,7 +100,7 @@ pub(crate) struct ActiveGuard(());
 
 impl ActiveGuard {
     /// Marks `rt` running until the guard drops.
-    pub fn enter(rt: &Runtime) -> ActiveGuard {
+    pub(crate) fn enter(rt: &Runtime) -> ActiveGuard {
         ACTIVE.with(|a| a.borrow_mut().push(rt as *const Runtime as usize));
         ActiveGuard(())
     }

@@ -147,7 +147,7 @@ pub(crate) struct VmModule {
 
 impl VmModule {
     /// The initialized machine.
-    pub fn runtime(&self) -> FfiResult<Arc<Runtime>> {
+    pub(crate) fn runtime(&self) -> FfiResult<Arc<Runtime>> {
         self.rt.read().clone().ok_or_else(|| {
             FfiError::runtime("the VirtualMachine is not initialized: call vm_initialization (devices) first")
         })

@@ -11,6 +11,8 @@
 //! [`classic_values`]. Nothing here exports a C symbol or installs itself in a registry: the
 //! face does (it installs [`globals::register_all`] with the Relax VM's globals).
 
+#![warn(unreachable_pub)]
+
 pub mod abi;
 pub mod any;
 pub mod backtrace;

@@ -3,12 +3,12 @@
 
 pub(crate) mod access_path;
 pub(crate) mod cont;
-pub mod equal;
+pub(crate) mod equal;
 pub(crate) mod error_context;
-pub mod hash;
-pub mod mutate;
+pub(crate) mod hash;
+pub(crate) mod mutate;
 pub(crate) mod reflect;
-pub mod visit;
+pub(crate) mod visit;
 
 use super::any::Any;
 use super::globals::{arg_any, expect_args};
@@ -151,7 +151,7 @@ fn register_types() {
 }
 
 /// Adds this subsystem's globals.
-pub fn register(b: &mut Builder) {
+pub(crate) fn register(b: &mut Builder) {
     register_types();
     visit::register(b);
     mutate::register(b);

@@ -53,14 +53,14 @@ pub(crate) struct StaticLibrary {
 
 impl StaticLibrary {
     /// Reads the serialized form: the bytes (string), then the function names.
-    pub fn load(r: &mut Reader<'_>) -> Result<StaticLibrary> {
+    pub(crate) fn load(r: &mut Reader<'_>) -> Result<StaticLibrary> {
         let data = r.str_bytes().map_err(|e| e.context("static_library: data"))?.to_vec();
         let func_names = r.vec_string().map_err(|e| e.context("static_library: function names"))?;
         Ok(StaticLibrary { data, func_names })
     }
 
     /// Whether the library says it implements `name`.
-    pub fn implements(&self, name: &str) -> bool {
+    pub(crate) fn implements(&self, name: &str) -> bool {
         self.func_names.iter().any(|n| n == name)
     }
 }

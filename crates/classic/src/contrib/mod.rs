@@ -31,7 +31,7 @@ pub(crate) struct Tensor {
 
 impl Tensor {
     /// Argument `i` as a tensor; `what` names the function in errors.
-    pub fn arg(a: &Args<'_>, i: usize, what: &str) -> Result<Tensor> {
+    pub(crate) fn arg(a: &Args<'_>, i: usize, what: &str) -> Result<Tensor> {
         let t = a.dltensor(i)?;
         if t.is_null() {
             return Err(Error::value(format!("{what}: argument {i} is a NULL tensor")));
@@ -43,7 +43,7 @@ impl Tensor {
     }
 
     /// Views `t`, which must be a compact CPU tensor.
-    pub fn of(t: &DLTensor, what: &str) -> Result<Tensor> {
+    pub(crate) fn of(t: &DLTensor, what: &str) -> Result<Tensor> {
         if t.device.device_type != CPU {
             return Err(Error::value(format!("{what}: tensors must be on the CPU")));
         }

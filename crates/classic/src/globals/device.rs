@@ -9,7 +9,7 @@ use crate::registry::{self, Registrar};
 use crate::value::{code, Value};
 
 /// `runtime.GetDeviceAttr(type, id, kind)`.
-pub fn get_device_attr(device_type: i32, device_id: i32, kind: i32) -> Result<Value> {
+pub(super) fn get_device_attr(device_type: i32, device_id: i32, kind: i32) -> Result<Value> {
     let dev = DLDevice { device_type, device_id };
     if kind == 0 {
         return match device::get_api(device_type, true)? {
@@ -21,7 +21,7 @@ pub fn get_device_attr(device_type: i32, device_id: i32, kind: i32) -> Result<Va
 }
 
 /// `runtime.RuntimeEnabled(target)`.
-pub fn runtime_enabled(target: &str) -> Result<bool> {
+pub(super) fn runtime_enabled(target: &str) -> Result<bool> {
     let name = match target {
         "cpu" => return Ok(true),
         "cuda" | "gpu" => "device_api.cuda",

@@ -73,7 +73,7 @@ pub(crate) struct CallbackChannel {
 
 impl CallbackChannel {
     /// A channel over the two functions (`frecv` absent: receiving is an error).
-    pub fn new(fsend: PackedFunc, frecv: Option<PackedFunc>) -> CallbackChannel {
+    pub(crate) fn new(fsend: PackedFunc, frecv: Option<PackedFunc>) -> CallbackChannel {
         CallbackChannel { fsend, frecv }
     }
 }
@@ -132,7 +132,7 @@ pub(crate) struct Buffered<'a> {
 
 impl<'a> Buffered<'a> {
     /// Reads `ch` through `inbox`.
-    pub fn new(ch: &'a mut dyn Channel, inbox: &'a mut Inbox) -> Buffered<'a> {
+    pub(crate) fn new(ch: &'a mut dyn Channel, inbox: &'a mut Inbox) -> Buffered<'a> {
         Buffered { ch, inbox }
     }
 }

@@ -758,7 +758,7 @@ pub(crate) struct EventServer {
 
 impl EventServer {
     /// A server sending through `fsend`; `remote_key == "%toinit"` makes it read the key first.
-    pub fn new(fsend: PackedFunc, name: &str, remote_key: &str) -> EventServer {
+    pub(crate) fn new(fsend: PackedFunc, name: &str, remote_key: &str) -> EventServer {
         let init = remote_key == "%toinit";
         EventServer {
             ep: ServerEndpoint::new(name),
@@ -773,7 +773,7 @@ impl EventServer {
 
     /// Takes bytes (and an event: 1 readable, 2 writable); returns 0 when the session is over,
     /// 2 when replies wait to be written, 1 otherwise.
-    pub fn handle(&mut self, in_bytes: &[u8], event_flag: i64) -> Result<i64> {
+    pub(crate) fn handle(&mut self, in_bytes: &[u8], event_flag: i64) -> Result<i64> {
         if matches!(self.state, EventState::Closed) {
             return Ok(0);
         }

@@ -72,7 +72,7 @@ pub(crate) struct TrackerConn {
 
 impl TrackerConn {
     /// Connects and exchanges the magic.
-    pub fn connect(addr: &str, timeout: Duration) -> Result<TrackerConn> {
+    pub(crate) fn connect(addr: &str, timeout: Duration) -> Result<TrackerConn> {
         let (host, port) = parse_addr(addr)?;
         let mut sock = connect(&host, port, timeout)?;
         sock.set_read_timeout(Some(Duration::from_secs(30))).map_err(err)?;
@@ -87,12 +87,12 @@ impl TrackerConn {
     }
 
     /// The socket (to close it in a child process).
-    pub fn socket(&self) -> &TcpStream {
+    pub(crate) fn socket(&self) -> &TcpStream {
         &self.sock
     }
 
     /// Sends one request and reads its reply.
-    pub fn call(&mut self, msg: &Json) -> Result<Json> {
+    pub(crate) fn call(&mut self, msg: &Json) -> Result<Json> {
         let data = msg.to_string();
         let mut out = Vec::with_capacity(4 + data.len());
         out.extend_from_slice(&(data.len() as i32).to_le_bytes());
@@ -123,7 +123,7 @@ impl TrackerConn {
     }
 
     /// `PUT`: offers one session under `matchkey`.
-    pub fn put(&mut self, key: &str, port: u16, matchkey: &str, custom_addr: Option<&str>) -> Result<()> {
+    pub(crate) fn put(&mut self, key: &str, port: u16, matchkey: &str, custom_addr: Option<&str>) -> Result<()> {
         self.expect_success(&json!([code::PUT, key, [port, matchkey], custom_addr]))
     }
 

@@ -236,7 +236,7 @@ fn to_shape(a: &NDArray) -> Result<Vec<i64>> {
 
 impl Interpreter {
     /// Runs function `func` with `args` to its return value.
-    pub fn invoke(&self, st: &mut VmState, func: usize, args: Vec<ObjectRef>) -> Result<ObjectRef> {
+    pub(crate) fn invoke(&self, st: &mut VmState, func: usize, args: Vec<ObjectRef>) -> Result<ObjectRef> {
         let _run = crate::threading::run_scope();
         st.frames.clear();
         st.regs.clear();

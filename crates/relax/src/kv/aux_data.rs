@@ -31,12 +31,12 @@ pub(crate) struct Aux {
 }
 
 impl Aux {
-    pub fn new(device: DLDevice) -> Aux {
+    pub(crate) fn new(device: DLDevice) -> Aux {
         Aux { device, host: Vec::new(), buffer: None, capacity: 0 }
     }
 
     /// Starts a new set of arrays.
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.host.clear();
     }
 
@@ -46,7 +46,7 @@ impl Aux {
     }
 
     /// Stages a 1-d array.
-    pub fn push(&mut self, data: &[i32]) -> Slot {
+    pub(crate) fn push(&mut self, data: &[i32]) -> Slot {
         let offset = self.host.len();
         self.host.extend_from_slice(data);
         self.pad();
@@ -113,7 +113,7 @@ impl Aux {
     }
 
     /// A view of a committed slot: 1-d, or `(rows, cols)` for [`Aux::push_rows`].
-    pub fn view(&self, buf: &ObjectRef, s: Slot) -> ObjectRef {
+    pub(crate) fn view(&self, buf: &ObjectRef, s: Slot) -> ObjectRef {
         // SAFETY: a live tensor we allocated.
         let d = unsafe { tensor::dltensor(buf.as_ptr()) };
         let off = d.byte_offset + 4 * s.offset as u64;

@@ -104,7 +104,7 @@ impl AttnFn {
     /// `Convert*Func`: an empty tuple is no kernel; `["tirx", f]` (or TVM v0.2x's `"tir"`) a TIR
     /// kernel; `["flashinfer", run, plan]` FlashInfer's (ragged prefill also takes MLA's
     /// `qk_head_dim, v_head_dim` after them); anything else an error.
-    pub fn parse(items: &[Any], family: Family, name: &'static str) -> FfiResult<Option<AttnFn>> {
+    pub(crate) fn parse(items: &[Any], family: Family, name: &'static str) -> FfiResult<Option<AttnFn>> {
         let Some(first) = items.first() else { return Ok(None) };
         // SAFETY: an owned value is a valid view.
         let backend =

@@ -80,12 +80,12 @@ impl Drop for Release<'_> {
 }
 
 impl<T> Guarded<T> {
-    pub fn new(v: T) -> Guarded<T> {
+    pub(crate) fn new(v: T) -> Guarded<T> {
         Guarded { lock: parking_lot::Mutex::new(v), holder: AtomicUsize::new(0) }
     }
 
     /// Runs `f` on the value, locked.
-    pub fn with<R>(&self, what: &str, f: impl FnOnce(&mut T) -> FfiResult<R>) -> FfiResult<R> {
+    pub(crate) fn with<R>(&self, what: &str, f: impl FnOnce(&mut T) -> FfiResult<R>) -> FfiResult<R> {
         let me = thread_tag();
         if self.holder.load(Ordering::Acquire) == me {
             return Err(internal(format!("{what}: called back into the KV state from inside one of its own calls")));

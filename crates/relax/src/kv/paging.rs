@@ -51,7 +51,7 @@ impl Block {
 
     /// The slot of in-block token `i` in the paged storage (`page * page_size + offset`).
     #[inline]
-    pub fn slot(&self, i: i32, page_size: i32) -> i32 {
+    pub(crate) fn slot(&self, i: i32, page_size: i32) -> i32 {
         let offset = if i < self.sink_length { i } else { i - self.sink_length + self.sliding_window_offset };
         self.page_ids[(offset / page_size) as usize] * page_size + offset % page_size
     }
@@ -127,7 +127,7 @@ pub(crate) fn missing(id: i64) -> tvm_runtime_tvm_ffi::FfiError {
 }
 
 impl Pages {
-    pub fn new(page_size: i32, num_total_pages: i32, sliding: bool, layer_sliding: bool) -> Pages {
+    pub(crate) fn new(page_size: i32, num_total_pages: i32, sliding: bool, layer_sliding: bool) -> Pages {
         let mut p = Pages {
             page_size,
             num_total_pages,
@@ -143,7 +143,7 @@ impl Pages {
     }
 
     /// Drops every sequence; all pages become free (the highest id is handed out last).
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.seqs.clear();
         self.free_pages.clear();
         self.free_pages.extend((0..self.num_total_pages).rev());
@@ -151,12 +151,12 @@ impl Pages {
         self.free_blocks.clear();
     }
 
-    pub fn seq(&self, id: i64) -> FfiResult<&Sequence> {
+    pub(crate) fn seq(&self, id: i64) -> FfiResult<&Sequence> {
         self.seqs.get(&id).ok_or_else(|| missing(id))
     }
 
     #[inline]
-    pub fn block(&self, i: i32) -> &Block {
+    pub(crate) fn block(&self, i: i32) -> &Block {
         &self.blocks[i as usize]
     }
 
@@ -181,7 +181,7 @@ impl Pages {
     }
 
     /// The blocks of a sequence from its root to its last block.
-    pub fn trace(&self, seq: &Sequence) -> Vec<i32> {
+    pub(crate) fn trace(&self, seq: &Sequence) -> Vec<i32> {
         let mut t = Vec::with_capacity(4);
         self.trace_into(seq, &mut t);
         t
@@ -199,7 +199,7 @@ impl Pages {
     }
 
     /// The storage slot of every token of a sequence, in order.
-    pub fn positions(&self, seq: &Sequence) -> Vec<i32> {
+    pub(crate) fn positions(&self, seq: &Sequence) -> Vec<i32> {
         let mut out = Vec::with_capacity(seq.seq_length.max(0) as usize);
         for b in self.trace(seq) {
             let block = self.block(b);
@@ -208,7 +208,7 @@ impl Pages {
         out
     }
 
-    pub fn add_sequence(&mut self, id: i64) -> FfiResult<()> {
+    pub(crate) fn add_sequence(&mut self, id: i64) -> FfiResult<()> {
         if self.seqs.contains_key(&id) {
             return Err(internal(format!("The sequence \"{id}\" is already in the KV cache.")));
         }
@@ -220,7 +220,7 @@ impl Pages {
 
     /// Frees the blocks only this sequence uses (pages back to the free list) and releases its
     /// reference to the first shared one.
-    pub fn remove_sequence(&mut self, id: i64) -> FfiResult<()> {
+    pub(crate) fn remove_sequence(&mut self, id: i64) -> FfiResult<()> {
         let seq = self.seqs.remove(&id).ok_or_else(|| missing(id))?;
         let mut b = seq.last_block;
         while b != -1 && self.block(b).ext_ref == 1 {
@@ -238,7 +238,7 @@ impl Pages {
     /// Forks `child` off `parent` at `fork_pos` (-1: the end). Pages up to the last full page
     /// before the fork are shared; the partly used page at the fork, if any, is copied to a new
     /// page of the child by `copy(src_page, dst_page, tokens)` before anything else changes.
-    pub fn fork(
+    pub(crate) fn fork(
         &mut self,
         parent_id: i64,
         child_id: i64,
@@ -372,7 +372,12 @@ impl Pages {
 
     /// Drops the last `n` tokens of a sequence. Blocks only it uses shrink; when the cut reaches
     /// a shared block, the sequence is re-made as a fork of itself at the new length.
-    pub fn popn(&mut self, id: i64, n: i64, copy: &mut dyn FnMut(i32, i32, i32) -> FfiResult<()>) -> FfiResult<()> {
+    pub(crate) fn popn(
+        &mut self,
+        id: i64,
+        n: i64,
+        copy: &mut dyn FnMut(i32, i32, i32) -> FfiResult<()>,
+    ) -> FfiResult<()> {
         let seq = self.seqs.get(&id).ok_or_else(|| missing(id))?;
         if n < 0 {
             return Err(internal(format!("The length of popping {n} cannot be negative.")));
@@ -450,7 +455,7 @@ impl Pages {
     }
 
     /// `EnableSlidingWindowForSeq`.
-    pub fn enable_sliding_window(&mut self, id: i64, window: i64, sink: i64) -> FfiResult<()> {
+    pub(crate) fn enable_sliding_window(&mut self, id: i64, window: i64, sink: i64) -> FfiResult<()> {
         if !(self.sliding || self.layer_sliding) {
             return Err(internal("The KV cache does not support sliding window."));
         }
@@ -522,7 +527,7 @@ impl Pages {
 
     /// `ReserveAppendLengthInSeq`: pages for `len` more tokens in the last block of sequence
     /// `id`, then the window's slide. [`Pages::plan_reserve`] said it fits.
-    pub fn reserve(&mut self, id: i64, len: i32) -> FfiResult<()> {
+    pub(crate) fn reserve(&mut self, id: i64, len: i32) -> FfiResult<()> {
         let ps = self.page_size;
         let seq = self.seqs.get(&id).ok_or_else(|| missing(id))?;
         let bi = seq.last_block;

@@ -377,7 +377,7 @@ fn rnn<'a>(a: Args, what: &str, keep: &'a mut Option<ObjectRef>) -> FfiResult<&'
 }
 
 /// Registers `vm.builtin.rnn_state_*`.
-pub fn register(b: &mut Builder) {
+pub(crate) fn register(b: &mut Builder) {
     b.add("vm.builtin.rnn_state_create", create);
     b.add("vm.builtin.rnn_state_get", |a| {
         let what = "vm.builtin.rnn_state_get";

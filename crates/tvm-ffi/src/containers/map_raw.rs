@@ -324,7 +324,7 @@ pub(crate) fn alloc_blocks(n_blocks: u64) -> *mut c_void {
 ///
 /// # Safety
 /// `p` is null or was allocated with `malloc` and is not used afterwards.
-pub unsafe extern "C" fn free_data(p: *mut c_void) {
+pub(crate) unsafe extern "C" fn free_data(p: *mut c_void) {
     // SAFETY: by contract.
     unsafe { libc::free(p) }
 }

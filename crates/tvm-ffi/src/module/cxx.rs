@@ -45,7 +45,7 @@ pub(crate) struct Bridge {
 static BRIDGE: AtomicPtr<Bridge> = AtomicPtr::new(std::ptr::null_mut());
 
 /// `TVMFFIEnvRegisterCAPI("tvm_rt.cxx_bridge", table)`.
-pub fn install(table: *mut c_void) -> FfiResult<()> {
+pub(crate) fn install(table: *mut c_void) -> FfiResult<()> {
     let t = table.cast::<Bridge>();
     if t.is_null() {
         return Err(FfiError::value("tvm_rt.cxx_bridge: the table is NULL"));
@@ -74,7 +74,7 @@ pub(crate) fn module_prefix() -> *const c_void {
 }
 
 /// Runs `method` of a module made in C++ with `args`.
-pub fn call(m: &ObjectRef, method: &str, args: &[Any]) -> FfiResult<Any> {
+pub(crate) fn call(m: &ObjectRef, method: &str, args: &[Any]) -> FfiResult<Any> {
     let call = bridge().and_then(|b| b.module_call).ok_or_else(|| {
         FfiError::runtime(
             "this ffi.Module was made by C++ code; calling its methods needs the C++ API, which this \

@@ -69,7 +69,7 @@ fn total_host_memory() -> i64 {
 
 /// `runtime.GetDeviceAttr(device_type, device_id, kind)`: `kExist` (0) of a device type that is
 /// not built in is 0; other kinds need its API. None means "no answer".
-pub fn get_device_attr(device_type: i32, device_id: i32, kind: i32) -> FfiResult<Any> {
+pub(super) fn get_device_attr(device_type: i32, device_id: i32, kind: i32) -> FfiResult<Any> {
     let dev = DLDevice { device_type, device_id };
     let api = if kind == 0 {
         match get_api(device_type, true)? {
@@ -87,7 +87,7 @@ pub fn get_device_attr(device_type: i32, device_id: i32, kind: i32) -> FfiResult
 }
 
 /// `runtime.RuntimeEnabled(target)`.
-pub fn runtime_enabled(target: &str) -> FfiResult<bool> {
+pub(super) fn runtime_enabled(target: &str) -> FfiResult<bool> {
     let name = match target {
         "cpu" => return Ok(true),
         "cuda" | "gpu" => "device_api.cuda",

@@ -55,7 +55,7 @@ pub(crate) struct Sig {
 
 impl Sig {
     /// `name(0: T0, 1: T1) -> R`.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         let ps: Vec<String> = self.params.iter().enumerate().map(|(i, p)| format!("{i}: {p}")).collect();
         format!("{}({}) -> {}", self.name, ps.join(", "), self.ret)
     }
@@ -72,7 +72,7 @@ impl Sig {
         Ok(())
     }
     /// The error for argument `i` of the wrong type.
-    pub fn mismatch(&self, args: &[TVMFFIAny], i: usize) -> FfiError {
+    pub(crate) fn mismatch(&self, args: &[TVMFFIAny], i: usize) -> FfiError {
         let got = args.get(i).map_or_else(|| "nothing".to_string(), |a| types::type_key(a.type_index));
         FfiError::type_error(format!(
             "Mismatched type on argument #{i} when calling: `{}`. Expected `{}` but got `{got}`",
@@ -84,23 +84,23 @@ impl Sig {
         args.get(i).ok_or_else(|| self.mismatch(args, i))
     }
     /// An integer (int or bool).
-    pub fn int(&self, args: &[TVMFFIAny], i: usize) -> FfiResult<i64> {
+    pub(crate) fn int(&self, args: &[TVMFFIAny], i: usize) -> FfiResult<i64> {
         view_as_i64(self.arg(args, i)?).ok_or_else(|| self.mismatch(args, i))
     }
     /// A C++ `int`: an integer that fits 32 bits.
-    pub fn i32(&self, args: &[TVMFFIAny], i: usize) -> FfiResult<i32> {
+    pub(crate) fn i32(&self, args: &[TVMFFIAny], i: usize) -> FfiResult<i32> {
         let v = self.int(args, i)?;
         i32::try_from(v)
             .map_err(|_| FfiError::value(format!("`{}`: argument #{i} ({v}) does not fit a 32-bit int", self.name)))
     }
     /// A size or byte offset (`size_t`, `uint64_t`): a non-negative integer.
-    pub fn size(&self, args: &[TVMFFIAny], i: usize) -> FfiResult<u64> {
+    pub(crate) fn size(&self, args: &[TVMFFIAny], i: usize) -> FfiResult<u64> {
         let v = self.int(args, i)?;
         u64::try_from(v)
             .map_err(|_| FfiError::value(format!("`{}`: argument #{i} must not be negative, got {v}", self.name)))
     }
     /// A `void*`: an opaque pointer, or None for NULL.
-    pub fn ptr(&self, args: &[TVMFFIAny], i: usize) -> FfiResult<*mut c_void> {
+    pub(crate) fn ptr(&self, args: &[TVMFFIAny], i: usize) -> FfiResult<*mut c_void> {
         let v = self.arg(args, i)?;
         match v.type_index {
             ti::OPAQUE_PTR => Ok(v.obj_ptr().cast()),
@@ -110,7 +110,7 @@ impl Sig {
     }
     /// A `DLTensor*`: a raw tensor pointer or an `ffi.Tensor` (whose DLTensor is borrowed for
     /// the call).
-    pub fn dltensor<'a>(&self, args: &'a [TVMFFIAny], i: usize) -> FfiResult<&'a DLTensor> {
+    pub(crate) fn dltensor<'a>(&self, args: &'a [TVMFFIAny], i: usize) -> FfiResult<&'a DLTensor> {
         let v = self.arg(args, i)?;
         let p: *const DLTensor = match v.type_index {
             ti::DLTENSOR_PTR => v.obj_ptr().cast(),
@@ -129,7 +129,7 @@ impl Sig {
             .ok_or_else(|| FfiError::value(format!("`{}`: argument #{i} is a NULL DLTensor*", self.name)))
     }
     /// An `ffi.Tensor` object.
-    pub fn tensor(&self, args: &[TVMFFIAny], i: usize) -> FfiResult<ObjectRef> {
+    pub(crate) fn tensor(&self, args: &[TVMFFIAny], i: usize) -> FfiResult<ObjectRef> {
         let v = self.arg(args, i)?;
         if v.type_index < ti::STATIC_OBJECT_BEGIN || !types::is_instance(v.type_index, ti::TENSOR) {
             return Err(self.mismatch(args, i));
@@ -138,7 +138,7 @@ impl Sig {
         unsafe { ObjectRef::from_borrowed(v.obj_ptr()) }.ok_or_else(|| self.mismatch(args, i))
     }
     /// A `DLDataType`: a data type, or its text form.
-    pub fn dtype(&self, args: &[TVMFFIAny], i: usize) -> FfiResult<DLDataType> {
+    pub(crate) fn dtype(&self, args: &[TVMFFIAny], i: usize) -> FfiResult<DLDataType> {
         let v = self.arg(args, i)?;
         if v.type_index == ti::DATA_TYPE {
             // SAFETY: the union is read as the variant the type index names.
@@ -150,7 +150,7 @@ impl Sig {
         }
     }
     /// A `Device`.
-    pub fn device(&self, args: &[TVMFFIAny], i: usize) -> FfiResult<DLDevice> {
+    pub(crate) fn device(&self, args: &[TVMFFIAny], i: usize) -> FfiResult<DLDevice> {
         let v = self.arg(args, i)?;
         if v.type_index != ti::DEVICE {
             return Err(self.mismatch(args, i));
@@ -159,7 +159,7 @@ impl Sig {
         Ok(unsafe { v.v.v_device })
     }
     /// An `ffi.Shape`, or (tvm-ffi's fallback) an array of integers.
-    pub fn shape(&self, args: &[TVMFFIAny], i: usize) -> FfiResult<Vec<i64>> {
+    pub(crate) fn shape(&self, args: &[TVMFFIAny], i: usize) -> FfiResult<Vec<i64>> {
         // SAFETY: argument cells are valid views.
         let a = unsafe { Any::from_view(self.arg(args, i)?) }?;
         match a.as_object() {
@@ -171,7 +171,7 @@ impl Sig {
         }
     }
     /// A string, or None (`Optional<String>`); anything else is a mismatch.
-    pub fn opt_str<'a>(&self, args: &'a [TVMFFIAny], i: usize) -> FfiResult<Option<&'a str>> {
+    pub(crate) fn opt_str<'a>(&self, args: &'a [TVMFFIAny], i: usize) -> FfiResult<Option<&'a str>> {
         let v = self.arg(args, i)?;
         if v.type_index == ti::NONE {
             return Ok(None);
@@ -186,16 +186,16 @@ impl Sig {
             .map_err(|_| FfiError::value(format!("`{}`: argument #{i} is not UTF-8", self.name)))
     }
     /// A string.
-    pub fn str<'a>(&self, args: &'a [TVMFFIAny], i: usize) -> FfiResult<&'a str> {
+    pub(crate) fn str<'a>(&self, args: &'a [TVMFFIAny], i: usize) -> FfiResult<&'a str> {
         self.opt_str(args, i)?.ok_or_else(|| self.mismatch(args, i))
     }
     /// Bytes (`ffi.Bytes`; strings are accepted as their UTF-8 bytes, as tvm-ffi does).
-    pub fn bytes<'a>(&self, args: &'a [TVMFFIAny], i: usize) -> FfiResult<&'a [u8]> {
+    pub(crate) fn bytes<'a>(&self, args: &'a [TVMFFIAny], i: usize) -> FfiResult<&'a [u8]> {
         // SAFETY: argument cells are valid views, alive for the call.
         unsafe { string::view_str_bytes(self.arg(args, i)?) }.ok_or_else(|| self.mismatch(args, i))
     }
     /// An object of `type_index` (or a descendant), or None.
-    pub fn opt_object(&self, args: &[TVMFFIAny], i: usize, type_index: i32) -> FfiResult<Option<ObjectRef>> {
+    pub(crate) fn opt_object(&self, args: &[TVMFFIAny], i: usize, type_index: i32) -> FfiResult<Option<ObjectRef>> {
         let v = self.arg(args, i)?;
         if v.type_index == ti::NONE {
             return Ok(None);
@@ -214,18 +214,18 @@ pub(crate) mod testutil {
     use super::*;
 
     /// Calls a global with owned arguments.
-    pub fn call(name: &str, args: &[Any]) -> FfiResult<Any> {
+    pub(crate) fn call(name: &str, args: &[Any]) -> FfiResult<Any> {
         let f = registry::get(name).unwrap_or_else(|| panic!("global {name} is not registered"));
         function::call_any(&f, args)
     }
 
     /// The CPU.
-    pub fn cpu() -> Any {
+    pub(crate) fn cpu() -> Any {
         Any::device(DLDevice { device_type: 1, device_id: 0 })
     }
 
     /// An `ffi.Shape`.
-    pub fn shape(dims: &[i64]) -> Any {
+    pub(crate) fn shape(dims: &[i64]) -> Any {
         Any::object(super::super::containers::shape::make_shape(dims))
     }
 

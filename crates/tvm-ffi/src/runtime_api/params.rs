@@ -49,7 +49,7 @@ pub(crate) fn tensor_from_json(text: &str) -> FfiResult<ObjectRef> {
 }
 
 /// The params blob of a `Map<String, Tensor>`, in the map's order.
-pub fn save(map: &ObjectRef) -> FfiResult<Vec<u8>> {
+pub(super) fn save(map: &ObjectRef) -> FfiResult<Vec<u8>> {
     let mut named = Vec::new();
     for (k, v) in map_items(map)? {
         let name = k.as_str().ok_or_else(|| {
@@ -63,7 +63,7 @@ pub fn save(map: &ObjectRef) -> FfiResult<Vec<u8>> {
 }
 
 /// A `Map<String, Tensor>` of CPU tensors from a params blob.
-pub fn load(blob: &[u8]) -> FfiResult<ObjectRef> {
+pub(super) fn load(blob: &[u8]) -> FfiResult<ObjectRef> {
     let mut items = Vec::new();
     for (name, a) in load_params(blob)? {
         items.push((Any::string(&name), Any::object(from_ndarray(&a)?)));

@@ -26,7 +26,7 @@ fn sync(dev: DLDevice) -> FfiResult<()> {
 
 /// Runs one evaluation of `pf` over `args` (the loop is the core's, [`tvm_runtime_classic::timer::measure`]):
 /// the bytes of `repeat` f64 seconds-per-call values.
-pub fn evaluate(
+pub(super) fn evaluate(
     pf: &ObjectRef,
     args: &[TVMFFIAny],
     dev: DLDevice,
@@ -66,7 +66,7 @@ pub fn evaluate(
 }
 
 /// `WrapTimeEvaluator`: the evaluator function of `pf`.
-pub fn wrap(pf: ObjectRef, dev: DLDevice, cfg: TimerConfig, preproc: Option<ObjectRef>) -> ObjectRef {
+pub(super) fn wrap(pf: ObjectRef, dev: DLDevice, cfg: TimerConfig, preproc: Option<ObjectRef>) -> ObjectRef {
     let number = AtomicI64::new(cfg.number);
     function::from_fn(move |args| {
         let blob = evaluate(&pf, args, dev, &cfg, &number, preproc.as_ref())?;

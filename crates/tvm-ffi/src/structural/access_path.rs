@@ -86,12 +86,12 @@ fn path_of(o: &ObjectRef) -> &PathPayload {
 }
 
 /// The root path.
-pub fn root() -> ObjectRef {
+pub(crate) fn root() -> ObjectRef {
     make_object(path_type(), PathPayload { parent: None, step: None, depth: 0 })
 }
 
 /// `path` extended by `step`.
-pub fn extend(path: &ObjectRef, step: ObjectRef) -> ObjectRef {
+pub(crate) fn extend(path: &ObjectRef, step: ObjectRef) -> ObjectRef {
     let depth = path_of(path).depth + 1;
     make_object(path_type(), PathPayload { parent: Some(path.clone()), step: Some(step), depth })
 }

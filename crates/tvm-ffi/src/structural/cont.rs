@@ -14,7 +14,7 @@ fn call_global(name: &str, args: &[Any]) -> FfiResult<Any> {
 }
 
 /// The elements of an `ffi.Array` or `ffi.List`.
-pub fn seq(o: &ObjectRef) -> &[Any] {
+pub(crate) fn seq(o: &ObjectRef) -> &[Any] {
     seq_items(o)
 }
 
@@ -26,7 +26,7 @@ struct ShapeCell {
 }
 
 /// The dimensions of an `ffi.Shape`.
-pub fn shape(o: &ObjectRef) -> &[i64] {
+pub(crate) fn shape(o: &ObjectRef) -> &[i64] {
     debug_assert!(o.type_index() == ti::SHAPE);
     // SAFETY: a shape holds a TVMFFIShapeCell after the header, its data `size` integers.
     unsafe {
@@ -43,7 +43,7 @@ fn is_dict(o: &ObjectRef) -> bool {
 }
 
 /// The entries of an `ffi.Map` or `ffi.Dict`, in iteration order.
-pub fn map_items(o: &ObjectRef) -> FfiResult<Vec<(Any, Any)>> {
+pub(crate) fn map_items(o: &ObjectRef) -> FfiResult<Vec<(Any, Any)>> {
     let m = Any::object(o.clone());
     let (size_fn, iter_fn) = if is_dict(o) {
         ("ffi.DictSize", "ffi.DictForwardIterFunctor")
@@ -68,13 +68,13 @@ pub fn map_items(o: &ObjectRef) -> FfiResult<Vec<(Any, Any)>> {
 }
 
 /// The number of entries of a map or dict.
-pub fn map_size(o: &ObjectRef) -> FfiResult<i64> {
+pub(crate) fn map_size(o: &ObjectRef) -> FfiResult<i64> {
     let f = if is_dict(o) { "ffi.DictSize" } else { "ffi.MapSize" };
     Ok(call_global(f, &[Any::object(o.clone())])?.as_i64().unwrap_or(0))
 }
 
 /// The value of `key` in a map or dict.
-pub fn map_get(o: &ObjectRef, key: &Any) -> FfiResult<Option<Any>> {
+pub(crate) fn map_get(o: &ObjectRef, key: &Any) -> FfiResult<Option<Any>> {
     let f = if is_dict(o) { "ffi.DictGetItemOrMissing" } else { "ffi.MapGetItemOrMissing" };
     let v = call_global(f, &[Any::object(o.clone()), key.clone()])?;
     let missing = missing_object();
@@ -86,33 +86,33 @@ fn flatten(items: Vec<(Any, Any)>) -> Vec<Any> {
 }
 
 /// A new `ffi.Map`.
-pub fn make_map(items: Vec<(Any, Any)>) -> FfiResult<Any> {
+pub(crate) fn make_map(items: Vec<(Any, Any)>) -> FfiResult<Any> {
     call_global("ffi.Map", &flatten(items))
 }
 
 /// A new `ffi.Dict`.
-pub fn make_dict(items: Vec<(Any, Any)>) -> FfiResult<Any> {
+pub(crate) fn make_dict(items: Vec<(Any, Any)>) -> FfiResult<Any> {
     call_global("ffi.Dict", &flatten(items))
 }
 
 /// A new `ffi.List`.
-pub fn make_list(items: Vec<Any>) -> FfiResult<Any> {
+pub(crate) fn make_list(items: Vec<Any>) -> FfiResult<Any> {
     call_global("ffi.List", &items)
 }
 
 /// A new `ffi.Shape`.
-pub fn make_shape(dims: &[i64]) -> FfiResult<Any> {
+pub(crate) fn make_shape(dims: &[i64]) -> FfiResult<Any> {
     let args: Vec<Any> = dims.iter().map(|&d| Any::int(d)).collect();
     call_global("ffi.Shape", &args)
 }
 
 /// A new `ffi.Array`.
-pub fn make_array(items: Vec<Any>) -> Any {
+pub(crate) fn make_array(items: Vec<Any>) -> Any {
     Any::object(crate::containers::array::make_array(items))
 }
 
 /// The bytes of a string (small or object) value, or of bytes when `bytes` is set.
-pub fn str_bytes(a: &Any, bytes: bool) -> Option<&[u8]> {
+pub(crate) fn str_bytes(a: &Any, bytes: bool) -> Option<&[u8]> {
     let t = a.type_index();
     let ok = if bytes { t == ti::SMALL_BYTES || t == ti::BYTES } else { t == ti::SMALL_STR || t == ti::STR };
     // SAFETY: an owned Any holds a valid cell.
@@ -121,7 +121,7 @@ pub fn str_bytes(a: &Any, bytes: bool) -> Option<&[u8]> {
 
 /// tvm-ffi's `AnyEqual`: strings and bytes by content (small or not), objects by identity,
 /// everything else by type and bits.
-pub fn any_equal(a: &Any, b: &Any) -> bool {
+pub(crate) fn any_equal(a: &Any, b: &Any) -> bool {
     for bytes in [false, true] {
         if let (Some(x), Some(y)) = (str_bytes(a, bytes), str_bytes(b, bytes)) {
             return x == y;
@@ -150,11 +150,11 @@ mod tests {
 /// The objects a recursive walk is inside of: entering one twice is a cycle, reported as an
 /// error instead of recursing without end.
 #[derive(Default)]
-pub struct InProgress(std::cell::RefCell<std::collections::HashSet<usize>>);
+pub(crate) struct InProgress(std::cell::RefCell<std::collections::HashSet<usize>>);
 
 impl InProgress {
     /// Runs `f` inside object `addr`; a `ValueError` naming `what` if `addr` is already entered.
-    pub fn run<T>(&self, addr: usize, what: &str, f: impl FnOnce() -> FfiResult<T>) -> FfiResult<T> {
+    pub(crate) fn run<T>(&self, addr: usize, what: &str, f: impl FnOnce() -> FfiResult<T>) -> FfiResult<T> {
         if !self.0.borrow_mut().insert(addr) {
             return Err(FfiError::value(format!("{what}: the value contains itself (a reference cycle)")));
         }

@@ -16,9 +16,9 @@ use std::sync::{Arc, Mutex};
 use tvm_runtime_classic::abi::DLTensor;
 
 /// `kTVMFFIDefRegionKind*`.
-pub mod region {
+pub(crate) mod region {
     /// Not in a definition region.
-    pub const NONE: i32 = 0;
+    pub(crate) const NONE: i32 = 0;
     /// A pattern region (every free variable may be defined).
     pub(crate) const PATTERN: i32 = 1;
     /// A simple region (the variable itself is defined, not its type).
@@ -60,7 +60,7 @@ pub(crate) fn tensor_of(o: &ObjectRef) -> &DLTensor {
 }
 
 /// The bytes of a CPU, contiguous tensor (an error otherwise).
-pub fn tensor_bytes(t: &DLTensor) -> FfiResult<&[u8]> {
+pub(crate) fn tensor_bytes(t: &DLTensor) -> FfiResult<&[u8]> {
     if t.device.device_type != 1 {
         return Err(FfiError::new("InternalError", "can only compare or hash CPU tensor"));
     }
@@ -98,7 +98,7 @@ fn shape_of(t: &DLTensor) -> &[i64] {
 }
 
 /// One comparison's state.
-pub struct Equal {
+pub(crate) struct Equal {
     region: Cell<i32>,
     skip_tensor_content: bool,
     paths: RefCell<Option<(Vec<ObjectRef>, Vec<ObjectRef>)>>,
@@ -110,7 +110,7 @@ pub struct Equal {
 
 impl Equal {
     /// A comparison (`map_free_vars` starts in a pattern region).
-    pub fn new(map_free_vars: bool, skip_tensor_content: bool, record_path: bool) -> Self {
+    pub(crate) fn new(map_free_vars: bool, skip_tensor_content: bool, record_path: bool) -> Self {
         Equal {
             region: Cell::new(if map_free_vars { region::PATTERN } else { region::NONE }),
             skip_tensor_content,
@@ -140,7 +140,7 @@ impl Equal {
     }
 
     /// Compares two values.
-    pub fn any(&self, lhs: &Any, rhs: &Any) -> FfiResult<bool> {
+    pub(crate) fn any(&self, lhs: &Any, rhs: &Any) -> FfiResult<bool> {
         let (lt, rt) = (lhs.type_index(), rhs.type_index());
         if lt != rt {
             for bytes in [false, true] {

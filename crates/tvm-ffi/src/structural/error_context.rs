@@ -197,7 +197,7 @@ unsafe extern "C" fn create_context(out: *mut *mut std::ffi::c_void) -> i32 {
 }
 
 /// Registers the type and `ffi.VisitErrorContext.FindAccessPaths`.
-pub fn register(b: &mut Builder) {
+pub(crate) fn register(b: &mut Builder) {
     let t = context_type();
     // As C++'s ObjectDef registers it: an empty context can be made by reflection (creator),
     // and its fields set (`ffi.MakeObjectFromPackedArgs`).

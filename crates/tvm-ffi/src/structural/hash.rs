@@ -45,7 +45,7 @@ pub(crate) struct Hasher {
 
 impl Hasher {
     /// A hashing (`map_free_vars` starts in a pattern region).
-    pub fn new(map_free_vars: bool, skip_tensor_content: bool) -> Self {
+    pub(crate) fn new(map_free_vars: bool, skip_tensor_content: bool) -> Self {
         Hasher {
             region: Cell::new(if map_free_vars { region::PATTERN } else { region::NONE }),
             skip_tensor_content,
@@ -57,7 +57,7 @@ impl Hasher {
     }
 
     /// Hashes a value.
-    pub fn any(&self, v: &Any) -> FfiResult<u64> {
+    pub(crate) fn any(&self, v: &Any) -> FfiResult<u64> {
         let t = v.type_index();
         let bits = v.raw().bits();
         if t < ti::STATIC_OBJECT_BEGIN {

@@ -114,7 +114,7 @@ fn map_callback(m: &ObjectRef, x: &Any) -> FfiResult<Option<Any>> {
 }
 
 /// Rewrites one value (`owned`: this is the only reference, so it may change in place).
-pub fn mutate(m: &ObjectRef, x: Any, owned: bool) -> Mutated {
+pub(crate) fn mutate(m: &ObjectRef, x: Any, owned: bool) -> Mutated {
     match &payload(m).mode {
         Mode::Map { pre, .. } => {
             let pre = *pre;
@@ -338,7 +338,7 @@ fn run(m: &ObjectRef, root: Any) -> FfiResult<Any> {
 }
 
 /// Adds the rewriting globals.
-pub fn register(b: &mut Builder) {
+pub(crate) fn register(b: &mut Builder) {
     reflect::def_metadata(mutator_type(), 24 + std::mem::size_of::<MutatorPayload>(), kind::UNSUPPORTED);
     b.add("ffi.StructuralMap", |a| {
         let n = "ffi.StructuralMap";

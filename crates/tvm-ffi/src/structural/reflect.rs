@@ -19,9 +19,9 @@ pub(crate) const FIELD_DEFAULT_FROM_FACTORY: i64 = 1 << 5;
 pub(crate) const FIELD_SEQ_HASH_DEF_SIMPLE: i64 = 1 << 12;
 
 /// `TVMFFISEqHashKind` values.
-pub mod kind {
+pub(crate) mod kind {
     /// Unsupported.
-    pub const UNSUPPORTED: i32 = 0;
+    pub(crate) const UNSUPPORTED: i32 = 0;
     /// Tree node.
     pub(crate) const TREE_NODE: i32 = 1;
     /// Free variable.
@@ -35,7 +35,7 @@ pub mod kind {
 }
 
 /// The metadata of a type, if registered.
-pub fn metadata(type_index: i32) -> Option<TVMFFITypeMetadata> {
+pub(crate) fn metadata(type_index: i32) -> Option<TVMFFITypeMetadata> {
     let info = types::type_info(type_index)?;
     // SAFETY: type infos and their metadata live for the process.
     unsafe { (*info).metadata.as_ref().copied() }
@@ -78,7 +78,7 @@ pub(crate) fn field_name(f: &TVMFFIFieldInfo) -> String {
 }
 
 /// Reads a field of an object.
-pub fn get_field(obj: &ObjectRef, f: &TVMFFIFieldInfo) -> FfiResult<Any> {
+pub(crate) fn get_field(obj: &ObjectRef, f: &TVMFFIFieldInfo) -> FfiResult<Any> {
     let getter = f.getter.ok_or_else(|| FfiError::type_error(format!("field `{}` has no getter", field_name(f))))?;
     let mut out = TVMFFIAny::NONE;
     // SAFETY: the field info belongs to the object's type (or an ancestor): the offset is inside it.

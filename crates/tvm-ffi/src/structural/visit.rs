@@ -104,7 +104,7 @@ fn interrupt_of(r: Any, what: &str) -> Visit {
 }
 
 /// Runs `f` in definition region `kind` (a pattern region stays a pattern region).
-pub fn with_region<T>(v: &ObjectRef, kind: i32, f: impl FnOnce() -> T) -> T {
+pub(crate) fn with_region<T>(v: &ObjectRef, kind: i32, f: impl FnOnce() -> T) -> T {
     let p = payload(v);
     if p.region.get() == region::PATTERN {
         return f();
@@ -159,7 +159,7 @@ fn walk_callback(v: &ObjectRef, value: &Any) -> FfiResult<Step> {
 }
 
 /// `StructuralVisitorObj::Visit`: the engine's dispatch for one value.
-pub fn visit(v: &ObjectRef, value: &Any) -> Visit {
+pub(crate) fn visit(v: &ObjectRef, value: &Any) -> Visit {
     if value.is_none() {
         return Ok(None);
     }
@@ -299,7 +299,7 @@ fn result(r: Option<ObjectRef>) -> Any {
 }
 
 /// Adds the visiting globals.
-pub fn register(b: &mut Builder) {
+pub(crate) fn register(b: &mut Builder) {
     reflect::def_metadata(visitor_type(), 24 + std::mem::size_of::<VisitorPayload>(), kind::UNSUPPORTED);
     b.add("ffi.StructuralWalk", |a| {
         let n = "ffi.StructuralWalk";
