@@ -189,6 +189,30 @@ impl Any {
     pub unsafe fn from_view(view: &TVMFFIAny) -> FfiResult<Any> {
         let t = view.type_index;
         if t >= ti::STATIC_OBJECT_BEGIN {
+            let p = view.obj_ptr();
+            if !p.is_null() {
+                // SAFETY: a view of a (non-null) object points to a live object.
+                unsafe { inc_ref(p) };
+                return Ok(Any(*view));
+            }
+        } else if !matches!(t, ti::RAW_STR | ti::BYTE_ARRAY_PTR | ti::OBJECT_RVALUE_REF) {
+            // A plain value: the cell itself.
+            return Ok(Any(*view));
+        }
+        // SAFETY: the caller's contract.
+        unsafe { Self::from_view_converted(view) }
+    }
+
+    /// [`Any::from_view`] of what is not a plain copy: a NULL object, a raw string or byte
+    /// array (copied into a string), a moved object.
+    ///
+    /// # Safety
+    /// As [`Any::from_view`].
+    #[cold]
+    #[inline(never)]
+    unsafe fn from_view_converted(view: &TVMFFIAny) -> FfiResult<Any> {
+        let t = view.type_index;
+        if t >= ti::STATIC_OBJECT_BEGIN {
             if view.obj_ptr().is_null() {
                 return Err(FfiError::value(format!(
                     "a value of type {} holds a NULL object",

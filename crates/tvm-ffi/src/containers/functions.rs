@@ -150,8 +150,12 @@ fn key_pairs(a: &[TVMFFIAny]) -> FfiResult<Vec<(Any, Any)>> {
 }
 
 fn views_to_any(a: &[TVMFFIAny]) -> FfiResult<Vec<Any>> {
-    // SAFETY: argument cells are valid views for the call.
-    a.iter().map(|v| unsafe { Any::from_view(v) }).collect()
+    let mut out = Vec::with_capacity(a.len());
+    for v in a {
+        // SAFETY: argument cells are valid views for the call.
+        out.push(unsafe { Any::from_view(v) }?);
+    }
+    Ok(out)
 }
 
 fn contains(items: &[Any], v: &Any) -> FfiResult<bool> {
@@ -328,9 +332,10 @@ fn arg(a: &[TVMFFIAny], i: usize) -> FfiResult<Any> {
 }
 
 fn register_array(b: &mut Builder) {
-    b.add("ffi.Array", |a| Ok(Any::object(make_array(views_to_any(a)?))));
+    // SAFETY: argument cells are valid views for the call.
+    b.add("ffi.Array", |a| Ok(Any::object(unsafe { super::array::make_array_from_views(a) }?)));
     add(b, sig("ffi.ArrayGetItem(0: ffi.Array, 1: int) -> Any", 2), |s, a| {
-        let o = s.obj(a, 0, ti::ARRAY, "ffi.Array")?;
+        let o = s.obj_ref(a, 0, ti::ARRAY, "ffi.Array")?;
         let i = s.int(a, 1)?;
         let items = seq_items(&o);
         usize::try_from(i)
@@ -343,7 +348,7 @@ fn register_array(b: &mut Builder) {
         Ok(Any::int(seq_items(&*s.obj_ref(a, 0, ti::ARRAY, "ffi.Array")?).len() as i64))
     });
     add(b, sig("ffi.ArrayContains(0: ffi.Array, 1: Any) -> bool", 2), |s, a| {
-        let o = s.obj(a, 0, ti::ARRAY, "ffi.Array")?;
+        let o = s.obj_ref(a, 0, ti::ARRAY, "ffi.Array")?;
         Ok(Any::bool(contains(seq_items(&o), &s.any(a, 1)?)?))
     });
 }
