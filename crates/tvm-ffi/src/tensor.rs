@@ -28,6 +28,7 @@ enum Owner {
 }
 
 impl Drop for Owner {
+    #[inline]
     fn drop(&mut self) {
         match *self {
             // SAFETY: the managed tensor was handed over to this tensor, whose payload drops
@@ -127,36 +128,67 @@ unsafe fn dims<'a>(p: *const i64, ndim: i32) -> &'a [i64] {
 }
 
 /// Checks the fields a consumer reads: a sane rank, a shape when there are dimensions, no
-/// negative extents.
+/// negative extents. (The checks are inline, the messages out of line: this is on every import.)
+#[inline]
 fn check_dltensor(t: &DLTensor, what: &str) -> FfiResult<()> {
-    if t.ndim < 0 {
-        return Err(FfiError::value(format!("{what}: ndim must be non-negative, got {}", t.ndim)));
-    }
-    if t.ndim > 0 && t.shape.is_null() {
-        return Err(FfiError::value(format!("{what}: shape is NULL for a {}-d tensor", t.ndim)));
+    if t.ndim < 0 || (t.ndim > 0 && t.shape.is_null()) {
+        return Err(bad_dltensor(t, what));
     }
     // SAFETY: checked non-null above; a DLTensor's shape has `ndim` entries.
-    let shape = unsafe { dims(t.shape, t.ndim) };
-    if let Some(d) = shape.iter().position(|&s| s < 0) {
-        return Err(FfiError::value(format!("{what}: shape[{d}] is negative ({})", shape[d])));
+    if unsafe { dims(t.shape, t.ndim) }.iter().any(|&s| s < 0) {
+        return Err(bad_dltensor(t, what));
     }
     Ok(())
 }
 
+/// What [`check_dltensor`] refused.
+#[cold]
+#[inline(never)]
+fn bad_dltensor(t: &DLTensor, what: &str) -> FfiError {
+    if t.ndim < 0 {
+        return FfiError::value(format!("{what}: ndim must be non-negative, got {}", t.ndim));
+    }
+    if t.shape.is_null() {
+        return FfiError::value(format!("{what}: shape is NULL for a {}-d tensor", t.ndim));
+    }
+    // SAFETY: as in `check_dltensor`, which found a negative extent.
+    let shape = unsafe { dims(t.shape, t.ndim) };
+    let d = shape.iter().position(|&s| s < 0).unwrap_or(0);
+    FfiError::value(format!("{what}: shape[{d}] is negative ({})", shape[d]))
+}
+
+#[inline]
 fn check_import(t: &DLTensor, alignment: i32, contiguous: bool) -> FfiResult<()> {
     check_dltensor(t, "FromDLPack")?;
-    let align = usize::try_from(alignment)
-        .map_err(|_| FfiError::value(format!("FromDLPack: require_alignment must be non-negative, got {alignment}")))?;
-    if align != 0 && !is_aligned(t, align) {
-        return Err(FfiError::runtime(format!("FromDLPack: Data is not aligned to {align} bytes.")));
+    let ok = match usize::try_from(alignment) {
+        Ok(align) => (align == 0 || is_aligned(t, align)) && (!contiguous || is_contiguous(t)),
+        Err(_) => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(bad_import(t, alignment, contiguous))
     }
-    if contiguous && !is_contiguous(t) {
-        return Err(FfiError::runtime("FromDLPack: Tensor is not contiguous."));
+}
+
+/// What [`check_import`] refused (after [`check_dltensor`] passed).
+#[cold]
+#[inline(never)]
+fn bad_import(t: &DLTensor, alignment: i32, contiguous: bool) -> FfiError {
+    match usize::try_from(alignment) {
+        Err(_) => FfiError::value(format!("FromDLPack: require_alignment must be non-negative, got {alignment}")),
+        Ok(align) if align != 0 && !is_aligned(t, align) => {
+            FfiError::runtime(format!("FromDLPack: Data is not aligned to {align} bytes."))
+        }
+        _ => {
+            debug_assert!(contiguous && !is_contiguous(t));
+            FfiError::runtime("FromDLPack: Tensor is not contiguous.")
+        }
     }
-    Ok(())
 }
 
 /// A tensor over `dl` (its shape pointer kept); strides of its own when `dl` has none.
+#[inline]
 fn adopt(mut dl: DLTensor, owner: Owner) -> ObjectRef {
     let mut own = Box::<[i64]>::default();
     if dl.strides.is_null() && dl.ndim > 0 {
@@ -172,6 +204,7 @@ fn adopt(mut dl: DLTensor, owner: Owner) -> ObjectRef {
 ///
 /// # Safety
 /// `m` is null or a live managed tensor.
+#[inline]
 pub unsafe fn from_dlpack(m: *mut DLManagedTensor, alignment: i32, contiguous: bool) -> FfiResult<ObjectRef> {
     // SAFETY: by contract.
     let t = unsafe { m.as_ref() }.ok_or_else(|| FfiError::value("FromDLPack: the DLManagedTensor is NULL"))?;
@@ -184,6 +217,7 @@ pub unsafe fn from_dlpack(m: *mut DLManagedTensor, alignment: i32, contiguous: b
 ///
 /// # Safety
 /// `m` is null or a live managed tensor.
+#[inline]
 pub unsafe fn from_dlpack_versioned(
     m: *mut DLManagedTensorVersioned,
     alignment: i32,
