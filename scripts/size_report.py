@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Where the bytes of a libtvm_runtime.so built with symbols go: code (.text symbols) by crate,
-and this crate's code by subsystem, then the sections. Usage: size_report.py LIB [TOP]."""
+and the library's crates' code by subsystem, then the sections. Usage: size_report.py LIB [TOP]."""
 import collections
 import re
 import subprocess
@@ -19,13 +19,15 @@ for line in syms.splitlines():
     size, name = int(f[1], 16), f[3]
     total += size
     tokens = re.findall(r"([A-Za-z_][A-Za-z0-9_]*)::", name)
-    if "tvm_runtime" in tokens:
-        crate = "tvm_runtime"
-        m = re.search(r"tvm_runtime::([a-z_]+)(?:::([a-z_]+))?", name)
+    ours = [t for t in tokens if t == "tvm_runtime" or t.startswith("tvm_runtime_")]
+    if ours:
+        # The library's crates: tvm_runtime (the face), tvm_runtime_core, _classic, ...
+        crate = ours[0]
+        m = re.search(re.escape(crate) + r"::([a-z_]+)(?:::([a-z_]+))?", name)
         head = m.group(1) if m else "?"
-        if head in ("device", "executor", "module") and m.group(2):
+        if head in ("device", "executor", "module") and m and m.group(2):
             head += "::" + m.group(2)
-        parts[head] += size
+        parts[crate.replace("tvm_runtime_", "") + "::" + head] += size
     elif any(t in BACKTRACE for t in tokens) or ("std" in tokens and ("backtrace" in name or "symbolize" in name)):
         crate = "std: backtrace printing (panic hook)"
     elif tokens:
@@ -36,7 +38,7 @@ for line in syms.splitlines():
 print(f"code in symbols: {total / 1024:.0f} KiB")
 for c, s in crates.most_common(top):
     print(f"  {s / 1024:7.1f} KiB  {c}")
-print("tvm_runtime code by subsystem:")
+print("the library's code by crate and subsystem:")
 for c, s in parts.most_common(top):
     print(f"  {s / 1024:7.1f} KiB  {c}")
 print("sections:")

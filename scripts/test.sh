@@ -37,7 +37,7 @@ cpp_suite_build=$!
 
 # The library's crates (README "Layout"): the face (this package) and the crates it is built of.
 runtime_crates=(-p tvm-runtime -p tvm-runtime-core -p tvm-runtime-classic -p tvm-runtime-opencl -p tvm-runtime-cuda
-  -p tvm-runtime-tvm-ffi -p tvm-runtime-relax)
+  -p tvm-runtime-tvm-ffi -p tvm-runtime-relax -p tvm-runtime-library)
 echo "== cargo fmt --check"
 cargo fmt --check "${runtime_crates[@]}"
 echo "== cargo clippy"
