@@ -12,7 +12,7 @@ pub mod classic;
 pub mod dlpack;
 
 use self::dlpack::{DLManagedTensorVersioned, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
-use super::object::{dec_ref, inc_ref, make_object, ObjectRef, TVMFFIObject};
+use super::object::{dec_ref, inc_ref, make_inplace_object, make_object, ObjectRef, TVMFFIObject};
 use super::registry::Builder;
 use super::{ti, FfiError, FfiResult};
 use tvm_runtime_classic::abi::{DLDataType, DLDevice, DLManagedTensor, DLTensor};
@@ -106,12 +106,18 @@ pub fn is_aligned(t: &DLTensor, alignment: usize) -> bool {
 #[inline]
 pub fn compact_strides(shape: &[i64]) -> Vec<i64> {
     let mut out = vec![0i64; shape.len()];
-    let mut stride = 1i64;
-    for i in (0..shape.len()).rev() {
-        out[i] = stride;
-        stride = stride.wrapping_mul(shape[i]);
-    }
+    fill_compact_strides(shape, &mut out);
     out
+}
+
+/// Writes the compact row-major strides of `shape` into `out` (as long as `shape`).
+#[inline]
+fn fill_compact_strides(shape: &[i64], out: &mut [i64]) {
+    let mut stride = 1i64;
+    for (o, &d) in out.iter_mut().zip(shape).rev() {
+        *o = stride;
+        stride = stride.wrapping_mul(d);
+    }
 }
 
 /// `ndim` entries at `p` (empty when `ndim` is 0).
@@ -187,16 +193,30 @@ fn bad_import(t: &DLTensor, alignment: i32, contiguous: bool) -> FfiError {
     }
 }
 
-/// A tensor over `dl` (its shape pointer kept); strides of its own when `dl` has none.
+/// A tensor over `dl` (its shape pointer kept); strides of its own when `dl` has none, kept in
+/// the object's own tail as tvm-ffi keeps them (one allocation).
 #[inline]
 fn adopt(mut dl: DLTensor, owner: Owner) -> ObjectRef {
-    let mut own = Box::<[i64]>::default();
     if dl.strides.is_null() && dl.ndim > 0 {
-        // SAFETY: checked by the callers (check_dltensor).
-        own = compact_strides(unsafe { dims(dl.shape, dl.ndim) }).into_boxed_slice();
-        dl.strides = own.as_mut_ptr();
+        let n = dl.ndim as usize;
+        return make_inplace_object(
+            ti::TENSOR,
+            n * std::mem::size_of::<i64>(),
+            |tail| {
+                let strides = tail.cast::<i64>();
+                // SAFETY: the tail has room for `n` strides (8-aligned), written before any
+                // read; the shape was checked by the callers (check_dltensor).
+                unsafe {
+                    std::ptr::write_bytes(strides, 0, n);
+                    fill_compact_strides(dims(dl.shape, dl.ndim), std::slice::from_raw_parts_mut(strides, n));
+                }
+                dl.strides = strides;
+                TensorPayload { dl, dims: Box::default(), owner }
+            },
+            None,
+        );
     }
-    make_object(ti::TENSOR, TensorPayload { dl, dims: own, owner })
+    make_object(ti::TENSOR, TensorPayload { dl, dims: Box::default(), owner })
 }
 
 /// `Tensor::FromDLPack`: adopts a legacy DLPack tensor (its deleter then runs when the tensor
