@@ -7,9 +7,19 @@ use crate::tvm_ffi::tensor::{self, dlpack::DLManagedTensorVersioned};
 use crate::tvm_ffi::{FfiError, FfiResult};
 use std::ffi::{c_int, c_void};
 
-fn out_slot<'a, T>(out: *mut T, what: &str) -> FfiResult<&'a mut T> {
+#[inline]
+fn out_slot<'a, T>(out: *mut T, what: &'static str) -> FfiResult<&'a mut T> {
     // SAFETY: callers pass null or a writable slot (checked for null here).
-    unsafe { out.as_mut() }.ok_or_else(|| FfiError::value(format!("{what}: the output pointer is NULL")))
+    match unsafe { out.as_mut() } {
+        Some(slot) => Ok(slot),
+        None => Err(null_out(what)),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn null_out(what: &'static str) -> FfiError {
+    FfiError::value(format!("{what}: the output pointer is NULL"))
 }
 
 /// `TVMFFITensorFromDLPack`: adopts a legacy DLPack tensor (ownership moves on success only).

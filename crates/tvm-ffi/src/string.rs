@@ -9,19 +9,40 @@ use super::{ti, TVMFFIByteArray};
 pub(crate) const MAX_SMALL_LEN: usize = 7;
 
 /// A string (`bytes == false`) or bytes value: small in the cell, or an object.
+#[inline]
 pub fn any_from_bytes(b: &[u8], bytes: bool) -> Any {
     if b.len() <= MAX_SMALL_LEN {
-        let mut v = [0u8; 8];
-        v[..b.len()].copy_from_slice(b);
         let raw = TVMFFIAny {
             type_index: if bytes { ti::SMALL_BYTES } else { ti::SMALL_STR },
             small_len: b.len() as u32,
-            v: super::any::AnyValue { v_bytes: v },
+            v: super::any::AnyValue { v_bytes: small_payload(b).to_le_bytes() },
         };
         // SAFETY: a small value owns nothing.
         return unsafe { Any::from_raw(raw) };
     }
     Any::object(make_bytes_object(b, bytes))
+}
+
+/// Up to 7 bytes as the little-endian payload of a small string, zero-padded, read as two
+/// overlapping loads (no call to `memcpy` for a few bytes: this is on every string argument).
+#[inline]
+fn small_payload(b: &[u8]) -> u64 {
+    let n = b.len();
+    debug_assert!(n <= MAX_SMALL_LEN);
+    match n {
+        4.. => {
+            let lo = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64;
+            let hi = u32::from_le_bytes([b[n - 4], b[n - 3], b[n - 2], b[n - 1]]) as u64;
+            lo | hi << (8 * (n - 4))
+        }
+        2.. => {
+            let lo = u16::from_le_bytes([b[0], b[1]]) as u64;
+            let hi = u16::from_le_bytes([b[n - 2], b[n - 1]]) as u64;
+            lo | hi << (8 * (n - 2))
+        }
+        1 => b[0] as u64,
+        _ => 0,
+    }
 }
 
 /// An `ffi.String` (or `ffi.Bytes`) object, whatever the length.
@@ -76,4 +97,19 @@ pub(crate) fn object_bytes(o: &ObjectRef) -> &[u8] {
     debug_assert!(o.type_index() == ti::STR || o.type_index() == ti::BYTES);
     // SAFETY: string and bytes objects hold a TVMFFIByteArray after the header.
     unsafe { o.payload::<TVMFFIByteArray>().as_slice() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_payload_is_the_bytes_zero_padded() {
+        let all = b"\x01\x82\x03\xf4\x05\x86\x07";
+        for n in 0..=MAX_SMALL_LEN {
+            let mut want = [0u8; 8];
+            want[..n].copy_from_slice(&all[..n]);
+            assert_eq!(small_payload(&all[..n]).to_le_bytes(), want, "length {n}");
+        }
+    }
 }

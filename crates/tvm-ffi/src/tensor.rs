@@ -140,8 +140,9 @@ fn check_dltensor(t: &DLTensor, what: &str) -> FfiResult<()> {
     if t.ndim < 0 || (t.ndim > 0 && t.shape.is_null()) {
         return Err(bad_dltensor(t, what));
     }
-    // SAFETY: checked non-null above; a DLTensor's shape has `ndim` entries.
-    if unsafe { dims(t.shape, t.ndim) }.iter().any(|&s| s < 0) {
+    // SAFETY: checked non-null above; a DLTensor's shape has `ndim` entries. (One test of the
+    // extents' sign bits together: no branch per dimension.)
+    if unsafe { dims(t.shape, t.ndim) }.iter().fold(0i64, |acc, &s| acc | s) < 0 {
         return Err(bad_dltensor(t, what));
     }
     Ok(())
@@ -195,7 +196,7 @@ fn bad_import(t: &DLTensor, alignment: i32, contiguous: bool) -> FfiError {
 
 /// A tensor over `dl` (its shape pointer kept); strides of its own when `dl` has none, kept in
 /// the object's own tail as tvm-ffi keeps them (one allocation).
-#[inline]
+#[inline(always)]
 fn adopt(mut dl: DLTensor, owner: Owner) -> ObjectRef {
     if dl.strides.is_null() && dl.ndim > 0 {
         let n = dl.ndim as usize;

@@ -92,8 +92,23 @@ pub(crate) fn hash_raw(v: &TVMFFIAny) -> FfiResult<u64> {
     }
 }
 
+#[inline]
 fn words(v: &TVMFFIAny) -> (u64, u64) {
     ((v.type_index as u32 as u64) | ((v.small_len as u64) << 32), v.bits())
+}
+
+/// `AnyEqual` of two cells, the cases of a lookup's probe inline: cells equal bit for bit are
+/// equal, and two different cells of one value type (small strings included) are not; the rest
+/// (heap strings, objects with an `__any_equal__`, mixed kinds) goes to [`equal_raw`].
+#[inline]
+pub(crate) fn equal_cells(lhs: &TVMFFIAny, rhs: &TVMFFIAny) -> FfiResult<bool> {
+    if words(lhs) == words(rhs) {
+        return Ok(true);
+    }
+    if lhs.type_index == rhs.type_index && lhs.type_index < ti::STATIC_OBJECT_BEGIN {
+        return Ok(false);
+    }
+    equal_raw(lhs, rhs)
 }
 
 /// `AnyEqual` of two cells.

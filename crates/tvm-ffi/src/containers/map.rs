@@ -4,7 +4,7 @@
 //! insertion order), with the same growth rules. C++ code compiled against the headers reads,
 //! iterates and inserts into our maps inline, and we into theirs.
 
-use super::hash::{equal_raw, hash_raw};
+use super::hash::{equal_cells, hash_raw};
 use super::map_raw::*;
 use crate::any::{Any, TVMFFIAny};
 use crate::object::{dec_ref, make_inplace_object, ObjBox, ObjectRef, TVMFFIObject};
@@ -37,10 +37,12 @@ const NEXT_PROBE: [u64; NUM_JUMPS] = [
     457381325854679626, 1029107982097042876, 2315492959180353330, 5209859154120846435,
 ];
 
+#[inline]
 fn probe(meta_low: u8) -> u64 {
     NEXT_PROBE.get(meta_low as usize).copied().unwrap_or(0)
 }
 
+#[inline]
 fn fib_hash(h: u64, shift: u32) -> u64 {
     11_400_714_819_323_198_485u64.wrapping_mul(h) >> shift
 }
@@ -224,7 +226,7 @@ pub fn valid(m: MapRaw, i: u64) -> bool {
 
 fn small_find(m: MapRaw, key: &TVMFFIAny) -> FfiResult<Option<u64>> {
     for i in 0..m.size() {
-        if equal_raw(m.small_key(i), key)? {
+        if equal_cells(m.small_key(i), key)? {
             return Ok(Some(i));
         }
     }
@@ -235,9 +237,19 @@ fn is_head(m: MapRaw, idx: u64) -> bool {
     m.meta(idx) & 0x80 == 0
 }
 
+/// `idx` moved by `off` slots, wrapping around: the dense layout's slot count is a power of
+/// two (`CalcTableSize`, and tvm-ffi's own maps alike), so a mask does what a division would
+/// (and keeps any index in range even if it were not).
+#[inline]
+fn wrap_slot(m: MapRaw, idx: u64, off: u64) -> u64 {
+    debug_assert!(m.num_slots().is_power_of_two());
+    idx.wrapping_add(off) & m.num_slots().wrapping_sub(1)
+}
+
+#[inline]
 fn next_in_chain(m: MapRaw, idx: u64, meta: u8) -> Option<u64> {
     let off = probe(meta & 0x7f);
-    (off != 0).then(|| idx.wrapping_add(off) % m.num_slots())
+    (off != 0).then(|| wrap_slot(m, idx, off))
 }
 
 fn has_next(m: MapRaw, idx: u64) -> bool {
@@ -253,7 +265,7 @@ fn dense_search(m: MapRaw, key: &TVMFFIAny) -> FfiResult<Option<u64>> {
         return Ok(None);
     }
     loop {
-        if equal_raw(key, m.dense_key(idx))? {
+        if equal_cells(key, m.dense_key(idx))? {
             return Ok(Some(idx));
         }
         match next_in_chain(m, idx, m.meta(idx)) {
@@ -264,6 +276,7 @@ fn dense_search(m: MapRaw, key: &TVMFFIAny) -> FfiResult<Option<u64>> {
 }
 
 /// The position of `key` (`find`), if present.
+#[inline]
 pub fn find(m: MapRaw, key: &TVMFFIAny) -> FfiResult<Option<u64>> {
     if m.is_small() {
         small_find(m, key)
@@ -346,7 +359,7 @@ fn find_prev(m: MapRaw, idx: u64) -> FfiResult<u64> {
 
 fn next_empty(m: MapRaw, idx: u64) -> Option<(u8, u64)> {
     (1..NUM_JUMPS).find_map(|j| {
-        let c = idx.wrapping_add(NEXT_PROBE[j]) % m.num_slots();
+        let c = wrap_slot(m, idx, NEXT_PROBE[j]);
         (m.meta(c) == EMPTY_SLOT).then_some((j as u8, c))
     })
 }
@@ -400,7 +413,7 @@ fn try_insert(m: MapRaw, key: &Any) -> FfiResult<Option<u64>> {
     let mut iter = idx;
     let mut next = Some(idx);
     while let Some(n) = next {
-        if equal_raw(key.raw(), m.dense_key(n))? {
+        if equal_cells(key.raw(), m.dense_key(n))? {
             iter_list_unlink(m, n);
             return Ok(Some(n));
         }
@@ -717,6 +730,7 @@ pub fn map_get(o: &ObjectRef, key: &Any) -> FfiResult<Option<Any>> {
 
 /// [`map_get`] with the key as a cell (an owned value's or an argument's, as [`Any::from_view`]
 /// would keep it: no raw strings).
+#[inline]
 pub(crate) fn map_get_raw(o: &ObjectRef, key: &TVMFFIAny) -> FfiResult<Option<Any>> {
     let m = check_map(o)?;
     match find(m, key)? {
@@ -827,6 +841,32 @@ mod tests {
         assert_eq!(map_size(&m).unwrap(), 2);
         let big = Any::object(crate::string::make_bytes_object(b"a", false));
         assert_eq!(map_get(&m, &big).unwrap().unwrap().as_i64(), Some(3));
+    }
+
+    #[test]
+    fn dense_lookups_compare_by_value_across_forms() {
+        // Enough keys for the dense layout and chains of several probes.
+        let mut items: Vec<(Any, Any)> = (0..3000).map(|i| (Any::string(&format!("k{i}")), Any::int(i))).collect();
+        items.push((Any::string("a-long-string-key"), Any::int(-1)));
+        items.push((Any::int(1), Any::int(-2)));
+        let m = make_map(items).unwrap();
+        assert!(!view(&m).is_small());
+        assert!(view(&m).num_slots().is_power_of_two());
+        for i in (0..3000).step_by(7) {
+            let small = Any::string(&format!("k{i}"));
+            assert_eq!(small.type_index(), ti::SMALL_STR);
+            assert_eq!(map_get(&m, &small).unwrap().unwrap().as_i64(), Some(i));
+            // The same text as a heap string object finds the small key.
+            let heap = Any::object(crate::string::make_bytes_object(format!("k{i}").as_bytes(), false));
+            assert_eq!(map_get(&m, &heap).unwrap().unwrap().as_i64(), Some(i));
+        }
+        let long = Any::object(crate::string::make_bytes_object(b"a-long-string-key", false));
+        assert_eq!(map_get(&m, &long).unwrap().unwrap().as_i64(), Some(-1));
+        assert_eq!(map_get(&m, &Any::int(1)).unwrap().unwrap().as_i64(), Some(-2));
+        // Same bits, other type: not the int key; bytes are not strings.
+        assert!(map_get(&m, &Any::bool(true)).unwrap().is_none());
+        assert!(map_get(&m, &Any::bytes(b"k1")).unwrap().is_none());
+        assert!(map_get(&m, &Any::string("k3000")).unwrap().is_none());
     }
 
     #[test]
