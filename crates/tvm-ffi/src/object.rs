@@ -215,6 +215,13 @@ unsafe extern "C" fn obj_box_deleter<T>(obj: *mut c_void, flags: c_int) {
 
 /// Makes an object of `type_index` holding `payload` right after the header.
 pub fn make_object<T>(type_index: i32, payload: T) -> ObjectRef {
+    make_object_with(type_index, || payload)
+}
+
+/// [`make_object`] with the payload made once the memory is there, so that it can be written
+/// in place (no copy through the stack: for payloads made on hot paths, e.g. a DLPack import).
+#[inline]
+pub(crate) fn make_object_with<T>(type_index: i32, payload: impl FnOnce() -> T) -> ObjectRef {
     let layout = std::alloc::Layout::new::<ObjBox<T>>();
     // SAFETY: the layout has a non-zero size (the header).
     let p = unsafe { std::alloc::alloc(layout) }.cast::<ObjBox<T>>();
@@ -223,7 +230,7 @@ pub fn make_object<T>(type_index: i32, payload: T) -> ObjectRef {
     }
     // SAFETY: freshly allocated memory of the right layout.
     unsafe {
-        p.write(ObjBox { header: TVMFFIObject::new(type_index, obj_box_deleter::<T>), payload });
+        p.write(ObjBox { header: TVMFFIObject::new(type_index, obj_box_deleter::<T>), payload: payload() });
         ObjectRef(NonNull::new_unchecked(p.cast()))
     }
 }

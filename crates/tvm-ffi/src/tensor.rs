@@ -12,7 +12,7 @@ pub mod classic;
 pub mod dlpack;
 
 use self::dlpack::{DLManagedTensorVersioned, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
-use super::object::{dec_ref, inc_ref, make_inplace_object, make_object, ObjectRef, TVMFFIObject};
+use super::object::{dec_ref, inc_ref, make_inplace_object, make_object, make_object_with, ObjectRef, TVMFFIObject};
 use super::registry::Builder;
 use super::{ti, FfiError, FfiResult};
 use tvm_runtime_classic::abi::{DLDataType, DLDevice, DLManagedTensor, DLTensor};
@@ -194,10 +194,11 @@ fn bad_import(t: &DLTensor, alignment: i32, contiguous: bool) -> FfiError {
     }
 }
 
-/// A tensor over `dl` (its shape pointer kept); strides of its own when `dl` has none, kept in
-/// the object's own tail as tvm-ffi keeps them (one allocation).
+/// A tensor over `*dl` (its shape pointer kept); strides of its own when `dl` has none, kept in
+/// the object's own tail as tvm-ffi keeps them (one allocation). The `DLTensor` is copied from
+/// the producer's straight into the new object.
 #[inline(always)]
-fn adopt(mut dl: DLTensor, owner: Owner) -> ObjectRef {
+fn adopt(dl: &DLTensor, owner: Owner) -> ObjectRef {
     if dl.strides.is_null() && dl.ndim > 0 {
         let n = dl.ndim as usize;
         return make_inplace_object(
@@ -211,13 +212,12 @@ fn adopt(mut dl: DLTensor, owner: Owner) -> ObjectRef {
                     std::ptr::write_bytes(strides, 0, n);
                     fill_compact_strides(dims(dl.shape, dl.ndim), std::slice::from_raw_parts_mut(strides, n));
                 }
-                dl.strides = strides;
-                TensorPayload { dl, dims: Box::default(), owner }
+                TensorPayload { dl: DLTensor { strides, ..*dl }, dims: Box::default(), owner }
             },
             None,
         );
     }
-    make_object(ti::TENSOR, TensorPayload { dl, dims: Box::default(), owner })
+    make_object_with(ti::TENSOR, || TensorPayload { dl: *dl, dims: Box::default(), owner })
 }
 
 /// `Tensor::FromDLPack`: adopts a legacy DLPack tensor (its deleter then runs when the tensor
@@ -230,7 +230,7 @@ pub unsafe fn from_dlpack(m: *mut DLManagedTensor, alignment: i32, contiguous: b
     // SAFETY: by contract.
     let t = unsafe { m.as_ref() }.ok_or_else(|| FfiError::value("FromDLPack: the DLManagedTensor is NULL"))?;
     check_import(&t.dl_tensor, alignment, contiguous)?;
-    Ok(adopt(t.dl_tensor, Owner::Legacy(m)))
+    Ok(adopt(&t.dl_tensor, Owner::Legacy(m)))
 }
 
 /// `Tensor::FromDLPackVersioned`: adopts a versioned DLPack tensor. On error the caller still
@@ -256,7 +256,7 @@ pub unsafe fn from_dlpack_versioned(
     if t.flags & dlpack::FLAG_IS_SUBBYTE_TYPE_PADDED != 0 {
         return Err(FfiError::runtime("Subbyte type padded is not yet supported"));
     }
-    Ok(adopt(t.dl_tensor, Owner::Versioned(m)))
+    Ok(adopt(&t.dl_tensor, Owner::Versioned(m)))
 }
 
 /// The `DLTensor` of a tensor object.
@@ -463,7 +463,7 @@ pub unsafe fn env_alloc(prototype: *mut DLTensor) -> FfiResult<ObjectRef> {
     }
     // SAFETY: the allocator handed us a live managed tensor.
     let t = unsafe { &*out };
-    Ok(adopt(t.dl_tensor, Owner::Versioned(out)))
+    Ok(adopt(&t.dl_tensor, Owner::Versioned(out)))
 }
 
 /// Adds this subsystem's globals (none: `ffi.Shape` is the containers').
