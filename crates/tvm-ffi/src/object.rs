@@ -215,24 +215,36 @@ unsafe extern "C" fn obj_box_deleter<T>(obj: *mut c_void, flags: c_int) {
 
 /// Makes an object of `type_index` holding `payload` right after the header.
 pub fn make_object<T>(type_index: i32, payload: T) -> ObjectRef {
-    make_object_with(type_index, || payload)
+    let p = alloc_obj_box::<T>();
+    // SAFETY: freshly allocated memory of the right layout.
+    unsafe {
+        p.write(ObjBox { header: TVMFFIObject::new(type_index, obj_box_deleter::<T>), payload });
+        ObjectRef(NonNull::new_unchecked(p.cast()))
+    }
 }
 
 /// [`make_object`] with the payload made once the memory is there, so that it can be written
 /// in place (no copy through the stack: for payloads made on hot paths, e.g. a DLPack import).
 #[inline]
 pub(crate) fn make_object_with<T>(type_index: i32, payload: impl FnOnce() -> T) -> ObjectRef {
+    let p = alloc_obj_box::<T>();
+    // SAFETY: freshly allocated memory of the right layout.
+    unsafe {
+        p.write(ObjBox { header: TVMFFIObject::new(type_index, obj_box_deleter::<T>), payload: payload() });
+        ObjectRef(NonNull::new_unchecked(p.cast()))
+    }
+}
+
+/// Uninitialised memory for an `ObjBox<T>` (freed by `obj_box_deleter::<T>`).
+#[inline]
+fn alloc_obj_box<T>() -> *mut ObjBox<T> {
     let layout = std::alloc::Layout::new::<ObjBox<T>>();
     // SAFETY: the layout has a non-zero size (the header).
     let p = unsafe { std::alloc::alloc(layout) }.cast::<ObjBox<T>>();
     if p.is_null() {
         std::alloc::handle_alloc_error(layout);
     }
-    // SAFETY: freshly allocated memory of the right layout.
-    unsafe {
-        p.write(ObjBox { header: TVMFFIObject::new(type_index, obj_box_deleter::<T>), payload: payload() });
-        ObjectRef(NonNull::new_unchecked(p.cast()))
-    }
+    p
 }
 
 /// An object with one pointer-sized word before its header: where C++ keeps the vtable
