@@ -213,7 +213,9 @@ unsafe extern "C" fn obj_box_deleter<T>(obj: *mut c_void, flags: c_int) {
     }
 }
 
-/// Makes an object of `type_index` holding `payload` right after the header.
+/// Makes an object of `type_index` holding `payload` right after the header. (Not a call of
+/// [`make_object_with`]: that one is inline, and every object allocation of the library would
+/// then be inlined into its caller, 22 KB more code.)
 pub fn make_object<T>(type_index: i32, payload: T) -> ObjectRef {
     let p = alloc_obj_box::<T>();
     // SAFETY: freshly allocated memory of the right layout.

@@ -97,25 +97,24 @@ fn words(v: &TVMFFIAny) -> (u64, u64) {
     ((v.type_index as u32 as u64) | ((v.small_len as u64) << 32), v.bits())
 }
 
-/// `AnyEqual` of two cells, the cases of a lookup's probe inline: cells equal bit for bit are
-/// equal, and two different cells of one value type (small strings included) are not; the rest
-/// (heap strings, objects with an `__any_equal__`, mixed kinds) goes to [`equal_raw`].
+/// `AnyEqual` of two cells. The cases of a lookup's probe are decided inline: cells equal bit
+/// for bit are equal, and two different cells of one value type (small strings included) are
+/// not; the rest (heap strings, objects with an `__any_equal__`, mixed kinds) goes to
+/// [`equal_other`].
 #[inline]
-pub(crate) fn equal_cells(lhs: &TVMFFIAny, rhs: &TVMFFIAny) -> FfiResult<bool> {
+pub(crate) fn equal_raw(lhs: &TVMFFIAny, rhs: &TVMFFIAny) -> FfiResult<bool> {
     if words(lhs) == words(rhs) {
         return Ok(true);
     }
     if lhs.type_index == rhs.type_index && lhs.type_index < ti::STATIC_OBJECT_BEGIN {
         return Ok(false);
     }
-    equal_raw(lhs, rhs)
+    equal_other(lhs, rhs)
 }
 
-/// `AnyEqual` of two cells.
-pub(crate) fn equal_raw(lhs: &TVMFFIAny, rhs: &TVMFFIAny) -> FfiResult<bool> {
-    if words(lhs) == words(rhs) {
-        return Ok(true);
-    }
+/// [`equal_raw`] of two cells that differ bit for bit and are not both of one value type.
+#[inline(never)]
+fn equal_other(lhs: &TVMFFIAny, rhs: &TVMFFIAny) -> FfiResult<bool> {
     let (lt, rt) = (lhs.type_index, rhs.type_index);
     if lt == rt {
         if lt == ti::STR || lt == ti::BYTES {

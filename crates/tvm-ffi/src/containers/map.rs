@@ -4,7 +4,7 @@
 //! insertion order), with the same growth rules. C++ code compiled against the headers reads,
 //! iterates and inserts into our maps inline, and we into theirs.
 
-use super::hash::{equal_cells, hash_raw};
+use super::hash::{equal_raw, hash_raw};
 use super::map_raw::*;
 use crate::any::{Any, TVMFFIAny};
 use crate::object::{dec_ref, make_inplace_object, ObjBox, ObjectRef, TVMFFIObject};
@@ -226,7 +226,7 @@ pub fn valid(m: MapRaw, i: u64) -> bool {
 
 fn small_find(m: MapRaw, key: &TVMFFIAny) -> FfiResult<Option<u64>> {
     for i in 0..m.size() {
-        if equal_cells(m.small_key(i), key)? {
+        if equal_raw(m.small_key(i), key)? {
             return Ok(Some(i));
         }
     }
@@ -265,7 +265,7 @@ fn dense_search(m: MapRaw, key: &TVMFFIAny) -> FfiResult<Option<u64>> {
         return Ok(None);
     }
     loop {
-        if equal_cells(key, m.dense_key(idx))? {
+        if equal_raw(key, m.dense_key(idx))? {
             return Ok(Some(idx));
         }
         match next_in_chain(m, idx, m.meta(idx)) {
@@ -413,7 +413,7 @@ fn try_insert(m: MapRaw, key: &Any) -> FfiResult<Option<u64>> {
     let mut iter = idx;
     let mut next = Some(idx);
     while let Some(n) = next {
-        if equal_cells(key.raw(), m.dense_key(n))? {
+        if equal_raw(key.raw(), m.dense_key(n))? {
             iter_list_unlink(m, n);
             return Ok(Some(n));
         }
