@@ -73,7 +73,7 @@ echo "== the tvm-ffi ABI: apache-tvm-ffi 0.1.15's own test suite on this library
 ./scripts/test-tvm-ffi.sh
 echo "== libtvm_ffi.so and libtvm_runtime.so: one name each, both in one process, the C++ API (issue 33)"
 ./scripts/test-ffi-lib.sh
-echo "== the tvm-ffi 0.1.15 Rust crate's own tests (crates.io) on this library as libtvm_ffi.so"
+echo "== the tvm-ffi 0.1.15-post2 Rust crate's own tests (crates.io) on this library as libtvm_ffi.so"
 ./scripts/test-tvm-ffi-rust.sh
 echo "== tvm-ffi 0.1.15's C++ suite (gtest) on this library as libtvm_ffi.so"
 wait "$cpp_suite_build" || { cat build/tvm-ffi-cpp-build.log >&2; exit 1; }
