@@ -59,7 +59,8 @@ models="$PWD/target/relax-models"
 ref="${TVM27_REF_VENV:-target/tvm27-ref}"
 ref_venv 0.27.0.post1 0.1.15.post2 "$ref"
 make_models "$ref/bin/python" tests/python/relax/make_device_models.py "$models/device"
-make_models "$ref/bin/python" tests/python/relax/make_zoo.py "$models/zoo"
+make_models "$ref/bin/python" tests/python/relax/make_zoo.py "$models/zoo" \
+  tests/python/relax/zoo_common.py tests/python/relax/zoo_models_nn.py tests/python/relax/zoo_models_tir.py
 # TVM's own answers to the language-model builtins on fixed inputs (test_builtin_cases.py).
 make_models "$ref/bin/python" tests/python/relax/builtin_cases.py "$models/builtins"
 # LLMs (issue 31): the kernels of TVM's KV-cache and RNN-state tests (make_kv_kernels.py), and
