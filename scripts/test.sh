@@ -29,6 +29,16 @@ python3 -c "import numpy, pytest" >/dev/null 2>&1 || {
 }
 rustup component list --installed 2>/dev/null | grep -q rustfmt || rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
+# Seconds per step, printed at the end (also when a step fails): what CI time goes to.
+timings=()
+last=$SECONDS
+mark() {
+  timings+=("$(printf '%6ds  %s' $((SECONDS - last)) "$1")")
+  last=$SECONDS
+}
+trap 'echo "== seconds per step (${SECONDS}s in all)"; printf "%s\n" "${timings[@]}"' EXIT
+mark "installs"
+
 # tvm-ffi 0.1.15's C++ suite is built once into ~/.cache (minutes on a fresh machine): started
 # now, in the background, and waited for where it runs below.
 mkdir -p build
@@ -49,45 +59,64 @@ if grep -rn --include=*.rs 'unsafe(no_mangle)' src crates api tools fuzz example
 if grep -rnE '\b(formats|devices|graph-executor|backend|c-api|globals)\.md\b' src crates api tools fuzz examples tests ctests cxx include; then
   exit 1
 fi
+mark "fmt, clippy, source checks"
 source scripts/test-cuda.sh  # the simulated CUDA driver: its own tests, then TVM_CUDA_LIBRARY for the CUDA tests below
+mark "cudasim"
 echo "== cargo build --release"
 cargo build --release --quiet
 echo "== cargo test (unit, integration, exports, header drift)"
 TVM_RT_LIB="$PWD/target/release/libtvm_runtime.so" cargo test --quiet "${runtime_crates[@]}"
+mark "release build, cargo test"
 
 echo "== the README's first command: the demo model"
 out=$(./scripts/demo.sh)
 echo "$out"
 grep -q "output \[1, 3\]: 4.85 2.3 10.55" <<<"$out"
+mark "demo"
 
 ./scripts/test-cli.sh  # tvmrt and the safe Rust API: tests, examples, the README's tvmrt commands
+mark "tvmrt, Rust API"
 # Issue 26: the bundle carried to a GPU machine, and its check run here on the simulated driver.
 ./scripts/gpu-bundle.sh
 ./scripts/gpu-check.sh --simulator
+mark "GPU bundle and check (simulator)"
 ./scripts/test-rpc.sh
+mark "RPC"
 ./scripts/test-triton.sh  # the Triton Inference Server backend in the real server (issue 27)
+mark "Triton"
 
 echo "== python ctypes FFI test"
 python3 -m pytest -q tests/python --ignore=tests/python/relax --ignore=tests/python/llm_server
+mark "Python ctypes tests"
 echo "== the tvm-ffi ABI: apache-tvm-ffi 0.1.15's own test suite on this library"
 ./scripts/test-tvm-ffi.sh
+mark "tvm-ffi Python suite"
 echo "== libtvm_ffi.so and libtvm_runtime.so: one name each, both in one process, the C++ API (issue 33)"
 ./scripts/test-ffi-lib.sh
+mark "libtvm_ffi.so, C++ API"
 echo "== the tvm-ffi 0.1.15-post2 Rust crate's own tests (crates.io) on this library as libtvm_ffi.so"
 ./scripts/test-tvm-ffi-rust.sh
+mark "tvm-ffi Rust crate"
 echo "== tvm-ffi 0.1.15's C++ suite (gtest) on this library as libtvm_ffi.so"
 wait "$cpp_suite_build" || { cat build/tvm-ffi-cpp-build.log >&2; exit 1; }
+mark "tvm-ffi C++ suite: waiting for its build"
 ./scripts/test-tvm-ffi-cpp.sh
+mark "tvm-ffi C++ suite"
 echo "== the Relax VM (issue 25): TVM v0.27's own Python, runtime-only, on this library"
 ./scripts/test-tvm-python.sh
+mark "Relax VM under TVM's Python"
 echo "== the Relax VM through the tvm-ffi C ABI: examples/relax_vm.c on every v0.27 export"
 ./scripts/test-relax-c.sh
 SANITIZE=1 ./scripts/test-relax-c.sh  # ASan + LSan + UBSan: no leak per VM, module or call
+mark "Relax VM from C (plain, sanitizers)"
 echo "== an LLM through the tvm-ffi C ABI: examples/llm_generate.c on llama_tiny (issue 31)"
 ./scripts/test-llm-c.sh
+mark "LLM from C"
 echo "== the LLM engine, tvmrt generate and tvmrt serve under the openai client (issue 32)"
 ./scripts/test-llm-engine.sh
+mark "LLM engine"
 ./scripts/test-byoc.sh
+mark "BYOC"
 
 for flavour in plain asan; do
   dir="build/ctests-$flavour"
@@ -98,8 +127,10 @@ for flavour in plain asan; do
   cmake --build "$dir" -j2 >/dev/null
   ctest --test-dir "$dir" --output-on-failure
 done
+mark "ctest plain, asan"
 
 ./scripts/test-hardening.sh # fuzz targets, memcheck loops, helgrind stress (issue 18)
+mark "hardening"
 
 echo "== install with CMake, then the C tests through find_package (shared and static) and pkg-config"
 prefix="$PWD/build/install"
@@ -131,5 +162,7 @@ for kind in shared static; do
   cmake --build "build/ctests-installed-$kind" -j2 >/dev/null
   LD_LIBRARY_PATH="$prefix/lib" ctest --test-dir "build/ctests-installed-$kind" --output-on-failure
 done
+mark "install, C/C++ through CMake and pkg-config"
 
 ./scripts/test-lean.sh  # issue 17: the minimal build (features off) with the C tests that apply, library sizes
+mark "minimal build, sizes"
